@@ -1,0 +1,56 @@
+# csi-handover — every entry point. Each target installs what it needs (apt packages, the pinned Node.js,
+# npm packages, the Go-built control plane and sidecars, cached under ~/.cache/csi-handover).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+NODE_BIN := $(shell hack/node.sh 2>/dev/null)
+export PATH := $(NODE_BIN):$(PATH)
+export KUBECONFIG := $(CURDIR)/.local/kubeconfig
+
+.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench-baseline typecheck build clean
+
+help:
+	@echo "make demo            the whole story on a local cluster"
+	@echo "make test            everything CI runs (unit + real-cluster tests)"
+	@echo "make test-unit       tests that need no cluster (seconds)"
+	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
+	@echo "make cluster-up|cluster-down   the local control plane and node agent"
+	@echo "make bench-baseline  rollout handover gaps without csi-handover"
+
+deps: .local/.deps-ok
+.local/.deps-ok: package.json package-lock.json hack/deps.sh
+	hack/deps.sh
+	@mkdir -p .local && touch $@
+
+bins: deps
+	hack/bins.sh
+
+typecheck: deps
+	npx tsc --noEmit -p .
+
+build: deps
+	npx tsc -p .
+
+test-unit: deps
+	npx vitest run --project unit
+
+test-cluster: deps bins
+	npx vitest run --project cluster
+
+test: deps bins typecheck
+	npx vitest run
+
+cluster-up: deps
+	hack/cluster.sh up
+
+cluster-down:
+	hack/cluster.sh down
+
+demo: deps bins
+	hack/demo.sh
+
+bench-baseline: deps bins
+	npx tsx hack/bench/baseline.ts
+
+clean:
+	hack/cluster.sh wipe || true
+	rm -rf dist .local

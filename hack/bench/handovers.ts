@@ -1,0 +1,72 @@
+// Pure analysis of lease handovers from what a watcher observed: holder changes per lease (observation
+// times on this machine's clock) and the time each old holder was told to stop (its SIGTERM).
+export interface LeaseObservation {
+  /** ms since epoch, when the watcher saw this record */
+  t: number;
+  lease: string;
+  holder: string;
+  leaseDurationSeconds?: number;
+  acquireTime?: string;
+}
+
+export interface Handover {
+  lease: string;
+  oldHolder: string;
+  newHolder: string;
+  /** when the old holder was told to stop (SIGTERM), if known */
+  stopAt?: number;
+  /** when an empty holder was observed between the two, if any (a release) */
+  releasedAt?: number;
+  acquiredAt: number;
+  /** acquiredAt − stopAt, in ms; undefined when the stop time is unknown */
+  gapMs?: number;
+}
+
+/**
+ * Every change of holder from one non-empty identity to another, per lease, in time order. A release (empty
+ * holder) in between is kept as `releasedAt`; re-acquisition by the same holder after a release is not a
+ * handover.
+ */
+export function handoversFrom(observations: readonly LeaseObservation[], stopTimes: ReadonlyMap<string, number>): Handover[] {
+  const byLease = new Map<string, LeaseObservation[]>();
+  for (const o of [...observations].sort((a, b) => a.t - b.t)) {
+    const list = byLease.get(o.lease) ?? [];
+    list.push(o);
+    byLease.set(o.lease, list);
+  }
+  const out: Handover[] = [];
+  for (const [lease, list] of byLease) {
+    let holder = ''; // the last non-empty holder
+    let releasedAt: number | undefined;
+    for (const o of list) {
+      if (o.holder === '') {
+        releasedAt ??= o.t;
+      } else if (o.holder === holder) {
+        releasedAt = undefined; // renewed, or re-acquired by the same holder after a release
+      } else {
+        if (holder !== '') {
+          const stopAt = stopTimes.get(holder);
+          out.push({ lease, oldHolder: holder, newHolder: o.holder, stopAt, releasedAt, acquiredAt: o.t, gapMs: stopAt === undefined ? undefined : o.t - stopAt });
+        }
+        holder = o.holder;
+        releasedAt = undefined;
+      }
+    }
+  }
+  return out.sort((a, b) => a.acquiredAt - b.acquiredAt);
+}
+
+export interface GapStats {
+  count: number;
+  p50: number;
+  p95: number;
+  max: number;
+}
+
+/** Nearest-rank percentiles of gaps in ms. */
+export function gapStats(gapsMs: readonly number[]): GapStats | undefined {
+  if (gapsMs.length === 0) return undefined;
+  const s = [...gapsMs].sort((a, b) => a - b);
+  const rank = (p: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? 0;
+  return { count: s.length, p50: rank(50), p95: rank(95), max: s[s.length - 1] ?? 0 };
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Starts and stops a real local control plane on loopback: etcd, kube-apiserver (TLS, RBAC, service
+# accounts), kube-controller-manager and kube-scheduler, plus the node agent that plays the kubelet.
+# Everything runtime lives under .local/ (git-ignored): pki/, etcd/, logs/, pids/, kubeconfig.
+#   hack/cluster.sh up     start (idempotent: a running cluster is left alone)
+#   hack/cluster.sh down   stop every process it started, and check none is left
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+local_dir="${CSI_HANDOVER_LOCAL:-$root/.local}"
+pki="$local_dir/pki" logs="$local_dir/logs" pids="$local_dir/pids"
+etcd_port="${ETCD_PORT:-22379}" etcd_peer_port="${ETCD_PEER_PORT:-22380}"
+api_port="${APISERVER_PORT:-16443}" kcm_port="${KCM_PORT:-20257}" sched_port="${SCHEDULER_PORT:-20259}"
+kubeconfig="$local_dir/kubeconfig"
+
+log() { echo "[cluster] $*" >&2; }
+
+alive() { [[ -f "$pids/$1" ]] && kill -0 "$(cat "$pids/$1")" 2>/dev/null; }
+
+# start <name> <cmd...>: runs in its own session (setsid) so `down` can signal its whole process group.
+start() {
+  local name="$1"; shift
+  if alive "$name"; then log "$name already running (pid $(cat "$pids/$name"))"; return; fi
+  setsid "$@" >"$logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$pids/$name"
+  log "started $name (pid $!)"
+}
+
+gen_pki() {
+  [[ -f "$pki/.complete" ]] && return
+  mkdir -p "$pki" && cd "$pki"
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=csi-handover-local-ca" 2>/dev/null
+  cert() { # cert <name> <subject> [sans]
+    openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+    local ext=""
+    [[ -n "${3:-}" ]] && { printf 'subjectAltName=%s\n' "$3" >"$1.ext"; ext="-extfile $1.ext"; }
+    # shellcheck disable=SC2086
+    openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3650 $ext 2>/dev/null
+    rm -f "$1.csr"
+  }
+  cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert admin "/O=system:masters/CN=kubernetes-admin"
+  cert kube-controller-manager "/CN=system:kube-controller-manager"
+  cert kube-scheduler "/CN=system:kube-scheduler"
+  openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+  touch .complete
+  cd - >/dev/null
+}
+
+write_kubeconfig() { # write_kubeconfig <file> <cert-name> <user>
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority: $pki/ca.crt
+users:
+- name: $3
+  user:
+    client-certificate: $pki/$2.crt
+    client-key: $pki/$2.key
+contexts:
+- name: local
+  context: {cluster: local, user: $3}
+current-context: local
+KC
+}
+
+wait_ready() { # wait_ready <name> <url> <seconds> [curl args]
+  local name="$1" url="$2" deadline=$((SECONDS + $3)); shift 3
+  until curl -fsS --max-time 2 "$@" "$url" >/dev/null 2>&1; do
+    if ! alive "$name"; then log "$name exited; last log lines:"; tail -20 "$logs/$name.log" >&2; exit 1; fi
+    if ((SECONDS > deadline)); then log "$name not ready at $url in time; last log lines:"; tail -20 "$logs/$name.log" >&2; exit 1; fi
+    sleep 0.2
+  done
+  log "$name ready"
+}
+
+up() {
+  local bin
+  bin="${CSI_HANDOVER_BIN_DIR:-$("$root/hack/bins.sh")}"
+  mkdir -p "$logs" "$pids" "$local_dir/etcd"
+  gen_pki
+  write_kubeconfig "$kubeconfig" admin kubernetes-admin
+  write_kubeconfig "$local_dir/kube-controller-manager.kubeconfig" kube-controller-manager system:kube-controller-manager
+  write_kubeconfig "$local_dir/kube-scheduler.kubeconfig" kube-scheduler system:kube-scheduler
+
+  start etcd "$bin/etcd" --name local --data-dir "$local_dir/etcd" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
+    --initial-cluster "local=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level warn
+  wait_ready etcd "http://127.0.0.1:$etcd_port/health" 60
+
+  start kube-apiserver "$bin/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
+    --client-ca-file "$pki/ca.crt" \
+    --authorization-mode Node,RBAC \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
+    --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
+    --profiling=false --v=1
+  wait_ready kube-apiserver "https://127.0.0.1:$api_port/readyz" 120 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
+
+  start kube-controller-manager "$bin/kube-controller-manager" \
+    --kubeconfig "$local_dir/kube-controller-manager.kubeconfig" \
+    --authentication-kubeconfig "$local_dir/kube-controller-manager.kubeconfig" \
+    --authorization-kubeconfig "$local_dir/kube-controller-manager.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$kcm_port" \
+    --service-account-private-key-file "$pki/sa.key" --root-ca-file "$pki/ca.crt" \
+    --use-service-account-credentials=true --leader-elect=false --profiling=false --v=1
+  wait_ready kube-controller-manager "https://127.0.0.1:$kcm_port/healthz" 60 -k
+
+  start kube-scheduler "$bin/kube-scheduler" \
+    --kubeconfig "$local_dir/kube-scheduler.kubeconfig" \
+    --authentication-kubeconfig "$local_dir/kube-scheduler.kubeconfig" \
+    --authorization-kubeconfig "$local_dir/kube-scheduler.kubeconfig" \
+    --bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false --profiling=false --v=1
+  wait_ready kube-scheduler "https://127.0.0.1:$sched_port/healthz" 60 -k
+
+  start node-agent "$root/hack/node-agent.sh" --kubeconfig "$kubeconfig" --bin-dir "$bin" \
+    --state-dir "$local_dir/node-agent" --images "$root/hack/node-agent/images.json"
+  wait_ready node-agent "http://127.0.0.1:$(node_agent_port)/healthz" 60
+  log "cluster up; export KUBECONFIG=$kubeconfig"
+}
+
+node_agent_port() { echo "${NODE_AGENT_PORT:-20280}"; }
+
+pod_processes() {
+  local f
+  for f in /proc/[0-9]*/environ; do
+    if grep -qzxF "CSI_HANDOVER_STATE=$local_dir/node-agent" "$f" 2>/dev/null; then
+      f="${f#/proc/}"; echo "${f%/environ}"
+    fi
+  done
+}
+
+down() {
+  local name pid left=0
+  # Reverse start order: the node agent first, so it stops the pods' processes while the API still answers.
+  for name in node-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    [[ -f "$pids/$name" ]] || continue
+    pid="$(cat "$pids/$name")"
+    if kill -0 "$pid" 2>/dev/null; then
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+      for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      log "stopped $name"
+    fi
+    rm -f "$pids/$name"
+  done
+  # Anything still running under our state dir, or a pod process the node agent started (each carries
+  # CSI_HANDOVER_STATE=<its state dir> in its environment), is a leak: kill it and report it.
+  local leftovers
+  leftovers="$(pgrep -f -- "$local_dir" || true) $(pod_processes)"
+  leftovers="$(echo $leftovers)"
+  if [[ -n "$leftovers" ]]; then
+    log "killing leftover processes: $leftovers"
+    # shellcheck disable=SC2086
+    kill -KILL $leftovers 2>/dev/null || true
+    left=1
+  fi
+  return "$left"
+}
+
+case "${1:-}" in
+  up) up ;;
+  pod-processes) pod_processes ;;
+  down) down ;;
+  wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/node-agent" "$logs" ;;
+  *) echo "usage: $0 up|down|wipe" >&2; exit 2 ;;
+esac

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine of this kind lacks: the Debian tools the scripts use, the pinned Node.js
+# and the npm packages. Safe to re-run.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+need=()
+for tool in openssl:openssl unshare:util-linux nsenter:util-linux curl:curl npm:npm pgrep:procps; do
+  command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
+done
+if ((${#need[@]})); then
+  echo "installing apt packages: ${need[*]}" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+node_bin="$("$root/hack/node.sh")"
+export PATH="$node_bin:$PATH"
+cd "$root" && npm ci --no-audit --no-fund --loglevel=error

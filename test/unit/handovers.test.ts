@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { gapStats, handoversFrom, type LeaseObservation } from '../../hack/bench/handovers.js';
+
+const obs = (t: number, holder: string, lease = 'l'): LeaseObservation => ({ t, lease, holder });
+
+describe('handoversFrom', () => {
+  it('records a direct change of holder with the gap from the old holder’s stop', () => {
+    const h = handoversFrom([obs(0, 'a'), obs(5000, 'b')], new Map([['a', 1000]]));
+    expect(h).toEqual([{ lease: 'l', oldHolder: 'a', newHolder: 'b', stopAt: 1000, releasedAt: undefined, acquiredAt: 5000, gapMs: 4000 }]);
+  });
+  it('keeps the release time when the lease went through an empty holder', () => {
+    const h = handoversFrom([obs(0, 'a'), obs(2000, ''), obs(2500, 'b')], new Map([['a', 1000]]));
+    expect(h[0]).toMatchObject({ oldHolder: 'a', newHolder: 'b', releasedAt: 2000, gapMs: 1500 });
+  });
+  it('is not a handover when the same holder re-acquires after a release', () => {
+    expect(handoversFrom([obs(0, 'a'), obs(1, ''), obs(2, 'a')], new Map())).toEqual([]);
+  });
+  it('forgets a release once the same holder has re-acquired', () => {
+    const h = handoversFrom([obs(0, 'a'), obs(1, ''), obs(2, 'a'), obs(10, 'b')], new Map());
+    expect(h).toEqual([expect.objectContaining({ oldHolder: 'a', newHolder: 'b', releasedAt: undefined })]);
+  });
+  it('ignores repeated observations of the same holder (renewals)', () => {
+    expect(handoversFrom([obs(0, 'a'), obs(1, 'a'), obs(2, 'a')], new Map())).toEqual([]);
+  });
+  it('chains several handovers of one lease and leaves the gap unknown without a stop time', () => {
+    const h = handoversFrom([obs(0, 'a'), obs(10, 'b'), obs(20, 'c')], new Map([['b', 15]]));
+    expect(h.map((x) => [x.oldHolder, x.newHolder, x.gapMs])).toEqual([['a', 'b', undefined], ['b', 'c', 5]]);
+  });
+  it('keeps leases apart and sorts by acquisition', () => {
+    const h = handoversFrom([obs(0, 'a', 'x'), obs(0, 'a', 'y'), obs(30, 'b', 'y'), obs(20, 'b', 'x')], new Map());
+    expect(h.map((x) => x.lease)).toEqual(['x', 'y']);
+  });
+  it('does not count the first holder seen after an initially empty lease as a handover', () => {
+    expect(handoversFrom([obs(0, ''), obs(1, 'a')], new Map())).toEqual([]);
+  });
+});
+
+describe('gapStats', () => {
+  it('is undefined for no gaps', () => expect(gapStats([])).toBeUndefined());
+  it('uses nearest-rank percentiles', () => {
+    expect(gapStats([5, 1, 4, 2, 3])).toEqual({ count: 5, p50: 3, p95: 5, max: 5 });
+    expect(gapStats([7])).toEqual({ count: 1, p50: 7, p95: 7, max: 7 });
+  });
+});
