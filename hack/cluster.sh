@@ -120,6 +120,13 @@ up() {
     --bind-address 127.0.0.1 --secure-port "$sched_port" --leader-elect=false --profiling=false --v=1
   wait_ready kube-scheduler "https://127.0.0.1:$sched_port/healthz" 60 -k
 
+  # Pods can be created once the service-account controller has made the default account.
+  local deadline=$((SECONDS + 60))
+  until "$bin/kubectl" --kubeconfig "$kubeconfig" -n default get serviceaccount default >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || { log "no default service account after 60s"; exit 1; }
+    sleep 0.2
+  done
+
   start node-agent "$root/hack/node-agent.sh" --kubeconfig "$kubeconfig" --bin-dir "$bin" \
     --state-dir "$local_dir/node-agent" --images "$root/hack/node-agent/images.json"
   wait_ready node-agent "http://127.0.0.1:$(node_agent_port)/healthz" 60

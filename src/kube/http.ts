@@ -76,7 +76,8 @@ export class KubeHttp {
       }
       throw new KubeApiError(res.status, reason, method, path, message);
     }
-    return (text ? JSON.parse(text) : undefined) as T;
+    const json = res.headers.get('content-type')?.includes('json') ?? false;
+    return (text && json ? JSON.parse(text) : text || undefined) as T;
   }
 
   get<T>(path: string, query?: Query): Promise<T> {

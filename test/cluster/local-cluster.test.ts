@@ -1,0 +1,129 @@
+// The local cluster is real: a v1.36.3 control plane, and a node agent that runs pods as processes with
+// their own hostname, volumes and service-account token, reports their status and ends them as the kubelet does.
+import type { V1Node, V1Pod } from '@kubernetes/client-node';
+import { afterAll, describe, expect, it } from 'vitest';
+import { isNotFound } from '../../src/kube/http.js';
+import { clusterHttp, localDir, nodeAgentEvents, waitFor } from '../../hack/lib/cluster.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+
+const http = clusterHttp();
+const ns = 'default';
+
+function shellPod(name: string, script: string, extra: Partial<V1Pod['spec']> = {}): V1Pod {
+  return {
+    apiVersion: 'v1',
+    kind: 'Pod',
+    metadata: { name, namespace: ns },
+    spec: {
+      terminationGracePeriodSeconds: 5,
+      containers: [{ name: 'sh', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', script] }],
+      ...extra,
+    },
+  };
+}
+
+const getPod = (name: string) => http.get<V1Pod>(`/api/v1/namespaces/${ns}/pods/${name}`);
+const createPod = (pod: V1Pod) => http.request<V1Pod>('POST', `/api/v1/namespaces/${ns}/pods`, { body: pod });
+const deletePod = (name: string, gracePeriodSeconds?: number) =>
+  http.request('DELETE', `/api/v1/namespaces/${ns}/pods/${name}`, { body: gracePeriodSeconds === undefined ? {} : { gracePeriodSeconds } });
+const gone = async (name: string) => {
+  try {
+    await getPod(name);
+    return false;
+  } catch (err) {
+    if (isNotFound(err)) return true;
+    throw err;
+  }
+};
+
+afterAll(async () => {
+  for (const name of ['agent-basics', 'agent-unmapped', 'agent-crash', 'agent-gated']) {
+    await deletePod(name, 0).catch(() => undefined);
+  }
+});
+
+describe('control plane', () => {
+  it('serves Kubernetes v1.36.3 and is ready', async () => {
+    const version = await http.get<{ gitVersion: string }>('/version');
+    expect(version.gitVersion).toBe('v1.36.3');
+    expect(await http.get<string>('/readyz')).toBe('ok');
+  });
+
+  it('has the node agent’s nodes Ready', async () => {
+    const nodes = await http.get<{ items: V1Node[] }>('/api/v1/nodes');
+    const ready = nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+    expect(ready.map((n) => n.metadata?.name).sort()).toEqual(['node-1', 'node-2']);
+  });
+});
+
+describe('node agent', () => {
+  it('runs a pod with its own hostname, service account files and in-cluster env, and reports it Running', async () => {
+    const script = [
+      'echo "host=$(hostname)"',
+      'echo "ns=$(cat /var/run/secrets/kubernetes.io/serviceaccount/namespace)"',
+      'test -s /var/run/secrets/kubernetes.io/serviceaccount/token && echo token=ok',
+      'echo "api=$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT"',
+      'echo ready > /data/flag && cat /data/flag',
+      'trap "echo got-term; exit 0" TERM',
+      'while true; do sleep 0.1; done',
+    ].join('; ');
+    const pod0 = shellPod('agent-basics', script, { volumes: [{ name: 'data', emptyDir: {} }] });
+    const c0 = pod0.spec?.containers[0];
+    if (c0) c0.volumeMounts = [{ name: 'data', mountPath: '/data' }];
+    await createPod(pod0);
+    const pod = await waitFor('agent-basics Running and Ready', 30_000, async () => {
+      const p = await getPod('agent-basics');
+      return p.status?.phase === 'Running' && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ? p : undefined;
+    });
+    expect(pod.status?.containerStatuses?.[0]?.state?.running).toBeDefined();
+    const logFile = join(localDir, 'logs', 'pods', `${ns}_agent-basics_sh.log`);
+    const log = await waitFor('container output', 10_000, () => {
+      const text = readFileSync(logFile, 'utf8');
+      return text.includes('ready') ? text : undefined;
+    });
+    expect(log).toContain('host=agent-basics');
+    expect(log).toContain('ns=default');
+    expect(log).toContain('token=ok');
+    expect(log).toMatch(/api=127\.0\.0\.1:\d+/);
+  });
+
+  it('ends a deleted pod with SIGTERM, reports it terminated, then deletes the object', async () => {
+    await deletePod('agent-basics');
+    await waitFor('agent-basics gone', 30_000, () => gone('agent-basics'));
+    const events = (await nodeAgentEvents()).filter((e) => e.pod === 'agent-basics');
+    const order = events.map((e) => e.event + (e.signal ? `:${e.signal}` : ''));
+    expect(order).toEqual(['pod-started', 'container-started', 'signal:SIGTERM', 'container-exited', 'pod-stopped']);
+    expect(events.find((e) => e.event === 'container-exited')?.exitCode).toBe(0);
+    const log = readFileSync(join(localDir, 'logs', 'pods', `${ns}_agent-basics_sh.log`), 'utf8');
+    expect(log).toContain('got-term');
+  });
+
+  it('leaves a pod whose image it cannot map Waiting with a clear reason', async () => {
+    await createPod({ ...shellPod('agent-unmapped', ''), spec: { containers: [{ name: 'c', image: 'example.invalid/nothing:v1' }] } });
+    const state = await waitFor('ImageNotMapped', 30_000, async () => {
+      const w = (await getPod('agent-unmapped')).status?.containerStatuses?.[0]?.state?.waiting;
+      return w?.reason === 'ImageNotMapped' ? w : undefined;
+    });
+    expect(state.message).toContain('example.invalid/nothing:v1');
+  });
+
+  it('restarts a crashing container and counts the restarts', async () => {
+    await createPod(shellPod('agent-crash', 'exit 3'));
+    const status = await waitFor('a restart', 60_000, async () => {
+      const s = (await getPod('agent-crash')).status?.containerStatuses?.[0];
+      return (s?.restartCount ?? 0) >= 1 && s?.lastState?.terminated ? s : undefined;
+    });
+    expect(status.lastState?.terminated?.exitCode).toBe(3);
+  });
+
+  it('does not run a pod that still has scheduling gates', async () => {
+    await createPod(shellPod('agent-gated', 'sleep 60', { schedulingGates: [{ name: 'example.com/hold' }] }));
+    const p = await waitFor('gated pod observed', 10_000, async () => {
+      const pod = await getPod('agent-gated');
+      return pod.status?.conditions?.find((c) => c.type === 'PodScheduled') ? pod : undefined;
+    });
+    expect(p.spec?.nodeName).toBeUndefined();
+    expect(p.status?.conditions?.find((c) => c.type === 'PodScheduled')?.reason).toBe('SchedulingGated');
+  });
+});
