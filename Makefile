@@ -36,8 +36,11 @@ test-unit: deps
 test-cluster: deps bins
 	npx vitest run --project cluster
 
+# The last line is the plain "N passed, N failed" summary that CI reads.
 test: deps bins typecheck
-	npx vitest run
+	@mkdir -p .local
+	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json; \
+	  status=$$?; node hack/test-summary.mjs .local/test-results.json; exit $$status
 
 cluster-up: deps
 	hack/cluster.sh up
@@ -49,7 +52,7 @@ demo: deps bins
 	hack/demo.sh
 
 bench-baseline: deps bins
-	npx tsx hack/bench/baseline.ts
+	hack/bench/baseline.sh
 
 clean:
 	hack/cluster.sh wipe || true

@@ -6,6 +6,8 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 cache="${CSI_HANDOVER_CACHE:-$HOME/.cache/csi-handover}"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false GOTOOLCHAIN=local
+command -v go >/dev/null || export PATH="/usr/local/go/bin:$PATH"
+command -v go >/dev/null || { echo "bins.sh: Go is needed to build the control plane and sidecars" >&2; exit 1; }
 
 k8s_version=v1.36.3
 

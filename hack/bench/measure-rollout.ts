@@ -1,0 +1,67 @@
+// One measured rollout of the sample driver: deploy (or re-configure) an overlay, let it settle, restart
+// the controller Deployment as `kubectl rollout restart` does, and return every lease handover with its gap
+// from the old holder's SIGTERM to the new holder's acquisition, as observed by a Lease watch.
+import type { Logger } from 'pino';
+import type { KubeHttp } from '../../src/kube/http.js';
+import { deploySample, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS } from '../lib/cluster.js';
+import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
+import { type Handover, handoversFrom } from './handovers.js';
+import { LeaseRecorder, sigtermTimes } from './recorder.js';
+
+export type Overlay = 'upstream' | 'openshift' | 'upstream-1replica' | 'openshift-1replica';
+
+export interface RolloutResult {
+  overlay: Overlay;
+  replicas: number;
+  startedAt: string;
+  rolloutSeconds: number;
+  handovers: Handover[];
+}
+
+const leases = Object.values(SAMPLE_LEASES);
+// OpenShift timings: a settle after a scale-down or re-configuration can take a full lease expiry (137s)
+// plus a poll (26–57s); give it room.
+const SETTLE_MS = 8 * 60_000;
+
+export async function settle(http: KubeHttp, overlay: Overlay, log: Logger): Promise<void> {
+  log.info({ overlay }, 'deploying and waiting for the driver to settle');
+  await deploySample(overlay);
+  const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
+  await waitLeasesHeldBy(http, NS, leases, pods, SETTLE_MS);
+}
+
+export async function measureRollout(http: KubeHttp, overlay: Overlay, log: Logger): Promise<RolloutResult> {
+  await settle(http, overlay, log);
+  const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
+  const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
+  const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+  await recorder.start();
+  let rolloutSeconds: number;
+  let startedAt: Date;
+  try {
+    log.info({ overlay, pods: [...oldPods] }, 'rollout restart');
+    startedAt = await rolloutRestart(http, NS, SAMPLE_DEPLOYMENT);
+    const after = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
+    rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
+    await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
+  } finally {
+    recorder.stop();
+  }
+  const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => oldPods.has(h.oldHolder) || h.acquiredAt >= startedAt.getTime());
+  return { overlay, replicas: before.length, startedAt: startedAt.toISOString(), rolloutSeconds, handovers };
+}
+
+const short = (pod: string) => pod.replace(/^csi-hostpath-controller-/, '');
+const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease;
+
+/** A plain-text table of handovers, one line per lease handover. */
+export function formatHandovers(r: RolloutResult): string {
+  const lines = [
+    `${r.overlay} (${r.replicas} replica${r.replicas === 1 ? '' : 's'}): rollout took ${r.rolloutSeconds.toFixed(1)}s`,
+    `  ${'sidecar'.padEnd(16)} ${'old holder'.padEnd(18)} ${'new holder'.padEnd(18)} ${'released'.padEnd(9)} gap (SIGTERM → acquired)`,
+  ];
+  for (const h of r.handovers) {
+    lines.push(`  ${sidecarOf(h.lease).padEnd(16)} ${short(h.oldHolder).padEnd(18)} ${short(h.newHolder).padEnd(18)} ${(h.releasedAt ? 'yes' : 'no').padEnd(9)} ${h.gapMs === undefined ? 'n/a (old holder not stopped)' : `${(h.gapMs / 1000).toFixed(1)}s`}`);
+  }
+  return lines.join('\n');
+}

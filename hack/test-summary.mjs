@@ -1,0 +1,13 @@
+// Prints the plain closing line CI reads ("N passed, N failed, N skipped") from vitest's JSON report.
+import { readFileSync } from 'node:fs';
+
+const file = process.argv[2];
+let report;
+try {
+  report = JSON.parse(readFileSync(file, 'utf8'));
+} catch (err) {
+  console.log(`tests: no report at ${file} (${err.message})`);
+  process.exit(1);
+}
+const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
+console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
