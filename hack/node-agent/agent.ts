@@ -45,6 +45,7 @@ export class NodeAgent {
   private readonly apiPort: string;
   private server: Server | undefined;
   private shuttingDown = false;
+  private nextPodIP = 2;
 
   constructor(
     private readonly http: KubeHttp,
@@ -228,7 +229,7 @@ export class NodeAgent {
         podDir: join(this.cfg.stateDir, 'pods'),
         stateDir: this.cfg.stateDir,
         logDir: this.cfg.logDir,
-        facts: { hostIP: '127.0.0.1', podIP: '127.0.0.1', kubernetesServiceHost: this.apiHost, kubernetesServicePort: this.apiPort },
+        facts: { hostIP: '127.0.0.1', podIP: this.podIPFor(pod), kubernetesServiceHost: this.apiHost, kubernetesServicePort: this.apiPort },
         restartBackoff: this.cfg.restartBackoff,
         log,
         requestToken: (p, audience, exp) => this.requestToken(p, audience, exp),
@@ -244,6 +245,16 @@ export class NodeAgent {
       this.queueStatus(worker);
       void worker.start();
     }
+  }
+
+  /**
+   * Pods share the host's network namespace, but each non-hostNetwork pod gets its own loopback address
+   * (127.1.x.y) to bind to, so two replicas of a pod can listen on the same port, as with real pod IPs.
+   */
+  private podIPFor(pod: V1Pod): string {
+    if (pod.spec?.hostNetwork) return '127.0.0.1';
+    const n = this.nextPodIP++;
+    return `127.1.${Math.floor(n / 250) % 250}.${(n % 250) + 2}`;
   }
 
   /** The pod object is gone (force deletion, or removed while we were partitioned): stop what still runs. */

@@ -2,7 +2,7 @@
 //   --kubeconfig F --bin-dir D --state-dir D --images F [--nodes node-1,node-2] [--csi-drivers a,b]
 //   [--control-port 20280] [--lease-interval-ms 10000] [--restart-backoff-ms 10000]
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { z } from 'zod';
@@ -39,7 +39,11 @@ const ImageFile = z.object({ images: z.record(z.string(), z.string()) });
 
 const log = makeLogger('node-agent');
 const flags = Flags.parse(values);
+// Binaries named with a leading ./ or ../ are relative to the image file (scripts of this repository).
 const images = ImageFile.parse(JSON.parse(readFileSync(flags.images, 'utf8')));
+for (const [image, binary] of Object.entries(images.images)) {
+  if (binary.startsWith('./') || binary.startsWith('../')) images.images[image] = resolve(dirname(flags.images), binary);
+}
 const kc = new KubeConfig();
 kc.loadFromFile(flags.kubeconfig);
 

@@ -235,7 +235,7 @@ export class PodWorker {
       const port = typeof http.port === 'number' ? http.port : Number(http.port);
       let ready = false;
       try {
-        const res = await fetch(`http://127.0.0.1:${port}${http.path ?? '/'}`, { signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000) });
+        const res = await fetch(`http://${http.host ?? this.deps.facts.podIP}:${port}${http.path ?? '/'}`, { signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000) });
         ready = res.status >= 200 && res.status < 400;
       } catch {
         ready = false;

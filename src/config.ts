@@ -1,0 +1,63 @@
+// Operator configuration from flags, falling back to environment variables, validated with zod.
+import { hostname } from 'node:os';
+import { parseArgs } from 'node:util';
+import { z } from 'zod';
+
+const duration = z.string().regex(/^\d+(\.\d+)?(ms|s|m)$/, 'a duration such as 500ms, 15s or 2m').transform((s) => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(s);
+  const n = Number(m?.[1] ?? 0);
+  return m?.[2] === 'ms' ? n : m?.[2] === 's' ? n * 1000 : n * 60_000;
+});
+const csv = z.string().transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+const bool = z.enum(['true', 'false']).transform((v) => v === 'true');
+
+export const Config = z.object({
+  kubeconfig: z.string().optional(),
+  mode: z.enum(['standalone', 'companion']),
+  namespaces: csv,
+  leaderElection: bool,
+  leaderElectionNamespace: z.string().min(1, 'needs --leader-election-namespace or POD_NAMESPACE'),
+  leaseName: z.string().min(1),
+  leaseDuration: duration,
+  renewDeadline: duration,
+  retryPeriod: duration,
+  identity: z.string().min(1),
+  bindAddress: z.string().min(1),
+  httpPort: z.coerce.number().int().min(1).max(65535),
+  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
+}).refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
+  .refine((c) => c.retryPeriod < c.renewDeadline, { message: 'retry period must be shorter than the renew deadline', path: ['retryPeriod'] });
+export type Config = z.infer<typeof Config>;
+
+const flagNames = {
+  kubeconfig: ['kubeconfig', 'KUBECONFIG', undefined],
+  mode: ['mode', 'CSI_HANDOVER_MODE', 'standalone'],
+  namespaces: ['namespaces', 'WATCH_NAMESPACES', ''],
+  leaderElection: ['leader-election', 'LEADER_ELECTION', 'true'],
+  leaderElectionNamespace: ['leader-election-namespace', 'POD_NAMESPACE', 'csi-handover'],
+  leaseName: ['lease-name', 'LEASE_NAME', 'csi-handover-leader'],
+  leaseDuration: ['lease-duration', 'LEASE_DURATION', '15s'],
+  renewDeadline: ['renew-deadline', 'RENEW_DEADLINE', '10s'],
+  retryPeriod: ['retry-period', 'RETRY_PERIOD', '2s'],
+  identity: ['identity', 'POD_NAME', hostname()],
+  bindAddress: ['bind-address', 'BIND_ADDRESS', '0.0.0.0'],
+  httpPort: ['http-port', 'HTTP_PORT', '8080'],
+  logLevel: ['log-level', 'LOG_LEVEL', 'info'],
+} as const satisfies Record<keyof Config, readonly [string, string, string | undefined]>;
+
+/** Flags win over environment variables, which win over defaults. Throws a readable error on bad input. */
+export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
+  const { values } = parseArgs({
+    args: argv,
+    options: Object.fromEntries(Object.values(flagNames).map(([flag]) => [flag, { type: 'string' as const }])),
+    strict: true,
+  });
+  const raw = Object.fromEntries(
+    Object.entries(flagNames).map(([key, [flag, envName, def]]) => [key, (values as Record<string, string | undefined>)[flag] ?? env[envName] ?? def]),
+  );
+  const parsed = Config.safeParse(raw);
+  if (!parsed.success) {
+    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}

@@ -1,0 +1,183 @@
+// A keyed, level-based work queue with client-go workqueue semantics: a key is queued at most once,
+// never reconciled concurrently with itself, and retried with per-key exponential backoff.
+
+export type ReconcileResult = { requeueAfterMs?: number } | void;
+
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): unknown;
+  clearTimeout(handle: unknown): void;
+}
+
+export const realClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, ms),
+  clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
+};
+
+export interface WorkQueueOptions {
+  name: string;
+  reconcile: (key: string, signal: AbortSignal) => Promise<ReconcileResult>;
+  /** Number of different keys reconciled at once; default 2. */
+  concurrency?: number;
+  /** Per-key exponential failure backoff; default 200ms .. 60s. */
+  backoff?: { baseMs: number; maxMs: number };
+  clock?: Clock;
+  /** Called after a failed reconcile with the delay before the retry (not called once shut down). */
+  onError?: (key: string, err: unknown, retryInMs: number) => void;
+  onDone?: (key: string, durationMs: number, outcome: 'success' | 'error' | 'requeue') => void;
+}
+
+type Outcome = 'success' | 'error' | 'requeue';
+
+export class WorkQueue {
+  private readonly clock: Clock;
+  private readonly concurrency: number;
+  private readonly backoff: { baseMs: number; maxMs: number };
+  private readonly abort = new AbortController();
+  private queue: string[] = [];
+  // Keys that need a reconcile: queued ones, plus running ones that were added again meanwhile.
+  private readonly dirty = new Set<string>();
+  private readonly processing = new Set<string>();
+  private readonly running = new Set<Promise<void>>();
+  private readonly delayed = new Map<string, { at: number; handle: unknown }>();
+  private readonly failures = new Map<string, number>();
+  private idleWaiters: (() => void)[] = [];
+  private started = false;
+  private shuttingDown = false;
+  private shutDownPromise: Promise<void> | undefined;
+
+  constructor(private readonly opts: WorkQueueOptions) {
+    this.clock = opts.clock ?? realClock;
+    this.concurrency = opts.concurrency ?? 2;
+    this.backoff = opts.backoff ?? { baseMs: 200, maxMs: 60_000 };
+    if (!Number.isInteger(this.concurrency) || this.concurrency < 1) {
+      throw new RangeError(`workqueue ${opts.name}: concurrency must be a positive integer`);
+    }
+  }
+
+  add(key: string): void {
+    if (this.shuttingDown || this.dirty.has(key)) return;
+    this.dirty.add(key);
+    // A running key is only marked dirty; finish() queues it again so it never runs twice at once.
+    if (this.processing.has(key)) return;
+    this.queue.push(key);
+    this.pump();
+  }
+
+  // Chosen semantics: a later add() does not cancel a pending addAfter; the extra reconcile is harmless
+  // because reconciles are level-based.
+  addAfter(key: string, delayMs: number): void {
+    if (this.shuttingDown) return;
+    if (!(delayMs > 0)) return this.add(key);
+    const at = this.clock.now() + delayMs;
+    const pending = this.delayed.get(key);
+    if (pending && pending.at <= at) return;
+    if (pending) this.clock.clearTimeout(pending.handle);
+    const handle = this.clock.setTimeout(() => {
+      this.delayed.delete(key);
+      this.add(key);
+    }, delayMs);
+    this.delayed.set(key, { at, handle });
+  }
+
+  start(): void {
+    this.started = true;
+    this.pump();
+  }
+
+  shutDown(): Promise<void> {
+    if (this.shutDownPromise) return this.shutDownPromise;
+    this.shuttingDown = true;
+    this.abort.abort(new Error(`workqueue ${this.opts.name} is shutting down`));
+    for (const { handle } of this.delayed.values()) this.clock.clearTimeout(handle);
+    this.delayed.clear();
+    this.queue = [];
+    this.dirty.clear();
+    this.notifyIfIdle();
+    this.shutDownPromise = Promise.all(this.running).then(() => undefined);
+    return this.shutDownPromise;
+  }
+
+  len(): number {
+    return this.queue.length;
+  }
+
+  isIdle(): boolean {
+    return this.queue.length === 0 && this.processing.size === 0;
+  }
+
+  drain(): Promise<void> {
+    if (this.isIdle()) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  private pump(): void {
+    while (this.started && !this.shuttingDown && this.processing.size < this.concurrency) {
+      const key = this.queue.shift();
+      if (key === undefined) return;
+      this.dirty.delete(key);
+      this.processing.add(key);
+      const run = this.process(key);
+      this.running.add(run);
+      void run.finally(() => this.running.delete(run));
+    }
+  }
+
+  private async process(key: string): Promise<void> {
+    const start = this.clock.now();
+    let outcome: Outcome = 'success';
+    let requeueAfterMs = 0;
+    let error: unknown;
+    try {
+      const result = await this.opts.reconcile(key, this.abort.signal);
+      if (result && typeof result.requeueAfterMs === 'number') {
+        outcome = 'requeue';
+        requeueAfterMs = result.requeueAfterMs;
+      }
+    } catch (err) {
+      outcome = 'error';
+      error = err;
+    }
+    this.finish(key, outcome, requeueAfterMs, error, this.clock.now() - start);
+  }
+
+  private finish(key: string, outcome: Outcome, requeueAfterMs: number, error: unknown, durationMs: number): void {
+    this.processing.delete(key);
+    // Re-queue a key added while it ran before scheduling retries, so add() below sees it as dirty and dedupes.
+    if (this.dirty.has(key)) this.queue.push(key);
+    if (!this.shuttingDown) {
+      if (outcome === 'error') {
+        const failures = (this.failures.get(key) ?? 0) + 1;
+        this.failures.set(key, failures);
+        // Exponent is capped so the product never overflows to Infinity/NaN.
+        const retryInMs = Math.min(this.backoff.maxMs, this.backoff.baseMs * 2 ** Math.min(failures - 1, 30));
+        this.addAfter(key, retryInMs);
+        safely(() => this.opts.onError?.(key, error, retryInMs));
+      } else {
+        this.failures.delete(key);
+        if (outcome === 'requeue') this.addAfter(key, requeueAfterMs);
+      }
+    }
+    safely(() => this.opts.onDone?.(key, durationMs, outcome));
+    this.pump();
+    this.notifyIfIdle();
+  }
+
+  private notifyIfIdle(): void {
+    if (!this.isIdle()) return;
+    const waiters = this.idleWaiters;
+    this.idleWaiters = [];
+    for (const resolve of waiters) resolve();
+  }
+}
+
+// Callbacks are for observability; a throwing (or rejecting) one must not stall or crash the queue.
+function safely(fn: () => unknown): void {
+  try {
+    const r = fn();
+    if (r instanceof Promise) r.catch(() => undefined);
+  } catch {
+    // Swallowed on purpose: see above.
+  }
+}

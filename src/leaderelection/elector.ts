@@ -1,0 +1,161 @@
+// The operator's own leader election: client-go semantics (decide.ts) with optimistic concurrency on the
+// Lease, release on shutdown once all work has stopped, and — what client-go does not do — a standby that
+// watches the Lease and tries the moment it is released, instead of on its next poll.
+import type { Logger } from 'pino';
+import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
+import { Informer } from '../kube/informer.js';
+import { decide, type ElectionTimings, jitteredRetry, type Observation, recordChanged, renewDeadlinePassed } from './decide.js';
+import { acquiredRecord, LeaseObject, type LeaseRecord, releasedRecord } from './lease-record.js';
+
+export interface ElectorOptions {
+  http: KubeHttp;
+  namespace: string;
+  name: string;
+  identity: string;
+  timings: ElectionTimings;
+  log: Logger;
+  onStartedLeading: () => void;
+  /** Called once when leadership is lost (not on a deliberate release). The caller must stop all work. */
+  onStoppedLeading: () => void;
+  now?: () => number;
+}
+
+export class LeaderElector {
+  private observed: Observation | undefined;
+  private resourceVersion = '';
+  private leader = false;
+  private lastRenewedAt = 0;
+  private timer: NodeJS.Timeout | undefined;
+  private attempt: Promise<void> | undefined;
+  private stopped = false;
+  private readonly informer: Informer<{ metadata?: { name?: string; resourceVersion?: string }; spec?: unknown }>;
+  private readonly now: () => number;
+  private readonly path: string;
+
+  constructor(private readonly o: ElectorOptions) {
+    this.now = o.now ?? Date.now;
+    this.path = `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`;
+    this.informer = new Informer(o.http, { path: this.path, fieldSelector: `metadata.name=${o.name}`, log: o.log });
+    const onLease = (obj: unknown) => this.observe(obj, 'watch');
+    this.informer.on('add', onLease).on('update', onLease);
+  }
+
+  isLeader(): boolean {
+    return this.leader;
+  }
+
+  start(): void {
+    this.informer.start();
+    this.schedule(0);
+  }
+
+  private observe(obj: unknown, source: 'watch' | 'get'): void {
+    const parsed = LeaseObject.safeParse(obj);
+    if (!parsed.success) {
+      this.o.log.warn({ lease: this.o.name, issues: parsed.error.issues }, 'malformed operator lease; ignoring this version');
+      return;
+    }
+    const record = parsed.data.spec;
+    if (recordChanged(this.observed?.record, record)) this.observed = { record, observedAt: this.now() };
+    this.resourceVersion = parsed.data.metadata.resourceVersion;
+    if (this.leader && record.holderIdentity !== this.o.identity) {
+      this.lose(`lease now held by "${record.holderIdentity}"`);
+      return;
+    }
+    // The standby's edge over client-go: a released lease is tried at once, not on the next poll.
+    if (!this.leader && source === 'watch' && record.holderIdentity === '') this.schedule(0);
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => void this.tryAcquireOrRenew(), Math.max(0, delayMs));
+  }
+
+  private tryAcquireOrRenew(): Promise<void> {
+    this.attempt ??= this.attemptOnce().finally(() => {
+      this.attempt = undefined;
+    });
+    return this.attempt;
+  }
+
+  private async attemptOnce(): Promise<void> {
+    if (this.stopped) return;
+    const { http, identity, timings } = this.o;
+    try {
+      try {
+        this.observe(await http.get(`${this.path}/${this.o.name}`), 'get');
+      } catch (err) {
+        if (!isNotFound(err)) throw err;
+        this.observed = undefined;
+      }
+      const now = this.now();
+      const d = decide(identity, this.observed, now);
+      if (d.kind === 'wait') {
+        if (this.leader) this.lose(`lease held by ${d.holder}`);
+        this.schedule(Math.min(d.retryAt - now + 1, jitteredRetry(timings, Math.random())));
+        return;
+      }
+      const record = acquiredRecord(this.observed?.record, identity, Math.round(timings.leaseDurationMs / 1000), now);
+      if (d.kind === 'create') {
+        const created = await http.request('POST', this.path, {
+          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace }, spec: record },
+        });
+        this.observe(created, 'get');
+      } else {
+        const updated = await http.request('PUT', `${this.path}/${this.o.name}`, {
+          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace, resourceVersion: this.resourceVersion }, spec: record },
+        });
+        this.observe(updated, 'get');
+      }
+      this.lastRenewedAt = now;
+      if (!this.leader) {
+        this.leader = true;
+        this.o.log.info({ lease: this.o.name, identity }, 'became leader');
+        this.o.onStartedLeading();
+      }
+      this.schedule(timings.retryPeriodMs);
+    } catch (err) {
+      this.o.log[isConflict(err) ? 'debug' : 'warn']({ lease: this.o.name, err: String(err) }, 'lease acquire/renew failed');
+      if (this.leader && renewDeadlinePassed(this.lastRenewedAt, this.now(), timings)) {
+        this.lose('renew deadline passed');
+        return;
+      }
+      this.schedule(this.leader ? timings.retryPeriodMs / 4 : jitteredRetry(timings, Math.random()));
+    }
+  }
+
+  private lose(why: string): void {
+    if (!this.leader) return;
+    this.leader = false;
+    this.o.log.error({ lease: this.o.name, why }, 'lost leadership');
+    this.stop();
+    this.o.onStoppedLeading();
+  }
+
+  /** Stops campaigning and renewing. Does not release: call release() once all work has stopped. */
+  stop(): void {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    this.informer.stop();
+  }
+
+  /**
+   * Writes the client-go release record if we still hold the lease, so a standby takes over at once. Only
+   * safe after every reconcile has finished (the caller's job): otherwise two leaders act at once.
+   */
+  async release(): Promise<boolean> {
+    this.stop();
+    await this.attempt;
+    if (!this.leader) return false;
+    this.leader = false;
+    const current = LeaseObject.parse(await this.o.http.get(`${this.path}/${this.o.name}`));
+    if (current.spec.holderIdentity !== this.o.identity) return false;
+    const record: LeaseRecord = releasedRecord(current.spec, this.now());
+    await this.o.http.request('PUT', `${this.path}/${this.o.name}`, {
+      body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace, resourceVersion: current.metadata.resourceVersion }, spec: record },
+    });
+    this.o.log.info({ lease: this.o.name }, 'released leadership');
+    return true;
+  }
+}

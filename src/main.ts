@@ -1,0 +1,65 @@
+// csi-handover operator entry point: configuration, client, endpoints, signals. The work is in operator.ts.
+import { createServer } from 'node:http';
+import { KubeConfig } from '@kubernetes/client-node';
+import { loadConfig } from './config.js';
+import { KubeHttp } from './kube/http.js';
+import { makeLogger } from './log.js';
+import { makeMetrics } from './metrics.js';
+import { Operator } from './operator.js';
+
+let cfg;
+try {
+  cfg = loadConfig(process.argv.slice(2), process.env);
+} catch (err) {
+  console.error(String(err instanceof Error ? err.message : err));
+  process.exit(2);
+}
+const log = makeLogger('csi-handover', cfg.logLevel).child({ identity: cfg.identity });
+const kc = new KubeConfig();
+if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
+else kc.loadFromCluster();
+const metrics = makeMetrics();
+const operator = new Operator(cfg, new KubeHttp(kc), log, metrics, (code) => process.exit(code));
+
+const server = createServer((req, res) => {
+  const path = (req.url ?? '/').split('?')[0];
+  if (path === '/healthz') {
+    res.writeHead(200).end('ok');
+  } else if (path === '/readyz') {
+    const ready = operator.informersSynced();
+    res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'caches not synced');
+  } else if (path === '/metrics') {
+    metrics.registry.metrics().then(
+      (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),
+      (err: unknown) => res.writeHead(500).end(String(err)),
+    );
+  } else {
+    res.writeHead(404).end('not found');
+  }
+});
+server.listen(cfg.httpPort, cfg.bindAddress, () => log.info({ address: cfg.bindAddress, port: cfg.httpPort, mode: cfg.mode }, 'serving /healthz, /readyz, /metrics'));
+
+let stopping = false;
+for (const signal of ['SIGTERM', 'SIGINT'] as const) {
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: stopping work, then releasing the lease');
+    void operator
+      .shutdown()
+      .then(() => {
+        log.info('shutdown complete');
+        server.close();
+        process.exit(0);
+      })
+      .catch((err: unknown) => {
+        log.error({ err: String(err) }, 'shutdown failed');
+        process.exit(1);
+      });
+  });
+}
+
+operator.start().catch((err: unknown) => {
+  log.fatal({ err: String(err) }, 'operator failed to start');
+  process.exit(1);
+});

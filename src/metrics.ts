@@ -1,0 +1,25 @@
+// The operator's Prometheus metrics, on one registry served at /metrics.
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export function makeMetrics() {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'csi_handover_' });
+  const reconciles = new Counter({
+    name: 'csi_handover_reconciles_total', help: 'Reconciles by controller and outcome', labelNames: ['controller', 'outcome'] as const, registers: [registry],
+  });
+  const reconcileErrors = new Counter({
+    name: 'csi_handover_reconcile_errors_total', help: 'Reconciles that failed and were requeued with backoff', labelNames: ['controller'] as const, registers: [registry],
+  });
+  const reconcileDuration = new Histogram({
+    name: 'csi_handover_reconcile_duration_seconds', help: 'Time per reconcile', labelNames: ['controller'] as const,
+    buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [registry],
+  });
+  const workloadWrites = new Counter({
+    name: 'csi_handover_workload_writes_total', help: 'Deployment and DaemonSet updates made by the operator', labelNames: ['kind'] as const, registers: [registry],
+  });
+  const statusWrites = new Counter({ name: 'csi_handover_status_writes_total', help: 'ClusterCSIDriver status applies', registers: [registry] });
+  const leader = new Gauge({ name: 'csi_handover_leader', help: '1 while this replica holds the operator lease', registers: [registry] });
+  const queueDepth = new Gauge({ name: 'csi_handover_workqueue_depth', help: 'Keys waiting in the work queue', labelNames: ['queue'] as const, registers: [registry] });
+  return { registry, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
+}
+export type Metrics = ReturnType<typeof makeMetrics>;

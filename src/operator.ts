@@ -1,0 +1,157 @@
+// Wires the operator together: informers (in every replica, so a standby's caches are warm), leader
+// election, and — on the leader only — the work queue that runs the ClusterCSIDriver reconcile.
+import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { COLLECTION_PATH, validateSpec } from './api/clustercsidriver.js';
+import type { Config } from './config.js';
+import { type DriverContext, DRIVER_LABEL, reconcileDriver, type Workload } from './controller/clustercsidriver.js';
+import type { KubeHttp } from './kube/http.js';
+import { Informer, keyOf } from './kube/informer.js';
+import { WorkQueue } from './kube/workqueue.js';
+import { LeaderElector } from './leaderelection/elector.js';
+import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
+import type { Metrics } from './metrics.js';
+
+type Named = { metadata?: { name?: string; labels?: Record<string, string> } };
+
+export class Operator {
+  private readonly drivers: Informer<Named>;
+  private readonly deployments: Informer<V1Deployment>[] = [];
+  private readonly daemonSets: Informer<V1DaemonSet>[] = [];
+  private readonly queue: WorkQueue;
+  private readonly elector: LeaderElector | undefined;
+  private readonly operatorLogLevels = new Map<string, LogLevel>();
+  private leading = false;
+
+  constructor(
+    private readonly cfg: Config,
+    private readonly http: KubeHttp,
+    private readonly log: Logger,
+    private readonly metrics: Metrics,
+    private readonly exit: (code: number) => void,
+  ) {
+    this.drivers = new Informer<Named>(http, { path: COLLECTION_PATH, log });
+    const scopes = cfg.namespaces.length ? cfg.namespaces.map((ns) => `/namespaces/${ns}`) : [''];
+    for (const scope of scopes) {
+      this.deployments.push(new Informer<V1Deployment>(http, { path: `/apis/apps/v1${scope}/deployments`, labelSelector: DRIVER_LABEL, log }));
+      this.daemonSets.push(new Informer<V1DaemonSet>(http, { path: `/apis/apps/v1${scope}/daemonsets`, labelSelector: DRIVER_LABEL, log }));
+    }
+    const ctx: DriverContext = {
+      http, log, metrics, mode: cfg.mode,
+      namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
+      getDriver: (name) => this.drivers.get(name),
+      workloadsOf: (driver) => this.workloadsOf(driver),
+      now: () => new Date(),
+    };
+    this.queue = new WorkQueue({
+      name: 'clustercsidriver',
+      reconcile: async (key) => {
+        const end = metrics.reconcileDuration.startTimer({ controller: 'clustercsidriver' });
+        log.debug({ driver: key, identity: cfg.identity }, 'reconcile start');
+        try {
+          return await reconcileDriver(key, ctx);
+        } finally {
+          end();
+          log.debug({ driver: key, identity: cfg.identity }, 'reconcile end');
+        }
+      },
+      onError: (key, err, retryInMs) => {
+        metrics.reconcileErrors.inc({ controller: 'clustercsidriver' });
+        log.warn({ driver: key, err: String(err), retryInMs }, 'reconcile failed; retrying with backoff');
+      },
+      onDone: (_key, _ms, outcome) => metrics.reconciles.inc({ controller: 'clustercsidriver', outcome }),
+    });
+    // Every replica follows spec.operatorLogLevel, so a standby that takes over logs at the level asked for.
+    const onDriver = (o: Named) => {
+      const name = o.metadata?.name ?? '';
+      const v = validateSpec(((o as { spec?: Record<string, unknown> }).spec) ?? {});
+      this.setOperatorLogLevel(name, v.ok ? v.spec.operatorLogLevel : undefined);
+      this.enqueue(name);
+    };
+    this.drivers.on('add', onDriver).on('update', onDriver).on('delete', (o) => {
+      this.setOperatorLogLevel(o.metadata?.name ?? '', undefined);
+      this.enqueue(o.metadata?.name);
+    });
+    const enqueueOwner = (o: Named) => this.enqueue(o.metadata?.labels?.[DRIVER_LABEL]);
+    for (const inf of [...this.deployments, ...this.daemonSets] as Informer<Named>[]) {
+      inf.on('add', enqueueOwner).on('update', enqueueOwner).on('delete', enqueueOwner);
+    }
+    if (cfg.leaderElection) {
+      this.elector = new LeaderElector({
+        http, log, namespace: cfg.leaderElectionNamespace, name: cfg.leaseName, identity: cfg.identity,
+        timings: { leaseDurationMs: cfg.leaseDuration, renewDeadlineMs: cfg.renewDeadline, retryPeriodMs: cfg.retryPeriod },
+        onStartedLeading: () => this.startLeading(),
+        onStoppedLeading: () => {
+          // Another replica may be leading already: stop acting at once and let the kubelet restart us.
+          metrics.leader.set(0);
+          void this.queue.shutDown().finally(() => this.exit(1));
+        },
+      });
+    }
+  }
+
+  private enqueue(name: string | undefined): void {
+    if (!name || !this.leading) return;
+    this.queue.add(name);
+    this.metrics.queueDepth.set({ queue: 'clustercsidriver' }, this.queue.len());
+  }
+
+  private workloadsOf(driver: string): Workload[] {
+    const mine = (o: Named) => o.metadata?.labels?.[DRIVER_LABEL] === driver;
+    return [
+      ...this.deployments.flatMap((i) => i.list().filter(mine).map((obj): Workload => ({ kind: 'Deployment', obj }))),
+      ...this.daemonSets.flatMap((i) => i.list().filter(mine).map((obj): Workload => ({ kind: 'DaemonSet', obj }))),
+    ].sort((a, b) => keyOf(a.obj).localeCompare(keyOf(b.obj)));
+  }
+
+  /** The most verbose operatorLogLevel any ClusterCSIDriver asks for; Normal when none does. */
+  private setOperatorLogLevel(driver: string, level: LogLevel | undefined): void {
+    if (level === undefined) this.operatorLogLevels.delete(driver);
+    else this.operatorLogLevels.set(driver, level);
+    const rank = { info: 0, debug: 1, trace: 2 } as const;
+    let want: 'info' | 'debug' | 'trace' = this.cfg.logLevel === 'debug' || this.cfg.logLevel === 'trace' ? this.cfg.logLevel : 'info';
+    for (const l of this.operatorLogLevels.values()) if (rank[pinoLevelFor(l)] > rank[want]) want = pinoLevelFor(l);
+    if (this.log.level !== want) {
+      this.log.info({ from: this.log.level, to: want }, 'operator log level changed by spec.operatorLogLevel');
+      this.log.level = want;
+    }
+  }
+
+  informersSynced(): boolean {
+    return [this.drivers, ...this.deployments, ...this.daemonSets].every((i) => i.hasSynced());
+  }
+
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  async start(): Promise<void> {
+    for (const i of [this.drivers, ...this.deployments, ...this.daemonSets]) i.start();
+    await Promise.all([this.drivers, ...this.deployments, ...this.daemonSets].map((i) => i.waitForSync()));
+    this.log.info({ identity: this.cfg.identity, mode: this.cfg.mode }, 'caches synced');
+    if (this.elector) this.elector.start();
+    else this.startLeading();
+  }
+
+  private startLeading(): void {
+    this.leading = true;
+    this.metrics.leader.set(1);
+    this.queue.start();
+    for (const d of this.drivers.list()) this.enqueue(d.metadata?.name);
+  }
+
+  /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
+  async shutdown(): Promise<void> {
+    this.leading = false;
+    await this.queue.shutDown();
+    this.metrics.leader.set(0);
+    if (this.elector) {
+      try {
+        await this.elector.release();
+      } catch (err) {
+        this.log.warn({ err: String(err) }, 'releasing the operator lease failed; the standby will wait for it to expire');
+      }
+    }
+    for (const i of [this.drivers, ...this.deployments, ...this.daemonSets]) i.stop();
+  }
+}

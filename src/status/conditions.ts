@@ -1,0 +1,88 @@
+// The operator's conditions on a ClusterCSIDriver, computed from what it observed. Names end in Available,
+// Progressing and Degraded under one prefix, so OpenShift's suffix roll-up counts them.
+import type { Condition } from '../api/clustercsidriver.js';
+import { describeProgress, type WorkloadProgress } from './workload-progress.js';
+
+export const CONDITION_PREFIX = 'CSIHandover';
+export const AVAILABLE = `${CONDITION_PREFIX}Available`;
+export const PROGRESSING = `${CONDITION_PREFIX}Progressing`;
+export const DEGRADED = `${CONDITION_PREFIX}Degraded`;
+
+export interface DriverObservation {
+  /** Set when the spec holds a value the operator cannot act on. */
+  invalidSpec?: { field: string; message: string };
+  managementState: 'Managed' | 'Unmanaged' | 'Force' | 'Removed';
+  /** Label selector and namespaces searched, for the "no workloads" message. */
+  selector: string;
+  namespaces: string;
+  workloads: WorkloadProgress[];
+  /** Workloads whose args could not be parsed, with the reasons. */
+  unparsable: { workload: string; reasons: string[] }[];
+  /** Workloads whose verbosity differs from the target while the operator may not write (companion, Unmanaged). */
+  notAtTarget: string[];
+  targetVerbosity: number;
+  /** Writes that failed in this reconcile (they are retried with backoff). */
+  syncErrors: string[];
+}
+
+type Draft = Omit<Condition, 'lastTransitionTime'>;
+
+export function computeConditions(o: DriverObservation): Draft[] {
+  if (o.invalidSpec) {
+    return [
+      { type: AVAILABLE, status: 'Unknown', reason: 'InvalidSpec', message: 'no workload was changed: the spec is invalid' },
+      { type: PROGRESSING, status: 'False', reason: 'InvalidSpec', message: 'no rollout started: the spec is invalid' },
+      { type: DEGRADED, status: 'True', reason: 'InvalidSpec', message: o.invalidSpec.message },
+    ];
+  }
+  if (o.managementState === 'Removed') {
+    return [
+      { type: AVAILABLE, status: 'False', reason: 'Removed', message: 'managementState is Removed: csi-handover does not manage this driver' },
+      { type: PROGRESSING, status: 'False', reason: 'Removed', message: 'not managed' },
+      { type: DEGRADED, status: 'False', reason: 'Removed', message: 'not managed' },
+    ];
+  }
+  if (o.workloads.length === 0) {
+    const message = `no Deployment or DaemonSet labelled ${o.selector} in ${o.namespaces}`;
+    return [
+      { type: AVAILABLE, status: 'False', reason: 'NoWorkloadsFound', message },
+      { type: PROGRESSING, status: 'False', reason: 'NoWorkloadsFound', message },
+      { type: DEGRADED, status: 'False', reason: 'AsExpected', message: 'nothing to manage yet' },
+    ];
+  }
+  const unavailable = o.workloads.filter((w) => w.available < w.desired);
+  const rolling = o.workloads.filter((w) => !w.complete);
+  const available: Draft = unavailable.length
+    ? { type: AVAILABLE, status: 'False', reason: 'WorkloadsUnavailable', message: unavailable.map(describeProgress).join('; ') }
+    : { type: AVAILABLE, status: 'True', reason: 'AsExpected', message: `${o.workloads.length} workload(s) available` };
+  const progressing: Draft = rolling.length
+    ? { type: PROGRESSING, status: 'True', reason: 'Deploying', message: rolling.map(describeProgress).join('; ') }
+    : { type: PROGRESSING, status: 'False', reason: 'AsExpected', message: `all workloads at --v=${o.targetVerbosity} and rolled out` };
+  if (!rolling.length && o.notAtTarget.length) {
+    progressing.message = `not at --v=${o.targetVerbosity} (${o.managementState === 'Unmanaged' ? 'Unmanaged: not written' : 'left to the driver operator'}): ${o.notAtTarget.join(', ')}`;
+  }
+  const problems = [
+    ...o.syncErrors,
+    ...o.unparsable.map((u) => `${u.workload} not rewritten: ${u.reasons.join('; ')}`),
+  ];
+  const degraded: Draft = problems.length
+    ? { type: DEGRADED, status: 'True', reason: o.syncErrors.length ? 'SyncError' : 'UnparsableArgs', message: problems.join('; ') }
+    : { type: DEGRADED, status: 'False', reason: 'AsExpected', message: 'no problems' };
+  return [available, progressing, degraded];
+}
+
+/** Stamps lastTransitionTime, keeping the previous one while a condition's status does not change. */
+export function withTransitionTimes(drafts: Draft[], previous: readonly Condition[] | undefined | null, now: string): Condition[] {
+  return drafts.map((d) => {
+    const prev = previous?.find((p) => p.type === d.type);
+    return { ...d, lastTransitionTime: prev && prev.status === d.status && prev.lastTransitionTime ? prev.lastTransitionTime : now };
+  });
+}
+
+/** True when our conditions already read as computed (ignoring transition times): no status write needed. */
+export function conditionsUpToDate(want: readonly Condition[], current: readonly Condition[] | undefined | null): boolean {
+  return want.every((w) => {
+    const c = current?.find((x) => x.type === w.type);
+    return c !== undefined && c.status === w.status && c.reason === w.reason && c.message === w.message;
+  });
+}

@@ -1,0 +1,76 @@
+import { describe, expect, it } from 'vitest';
+import { validateSpec } from '../../src/api/clustercsidriver.js';
+import { AVAILABLE, computeConditions, conditionsUpToDate, DEGRADED, type DriverObservation, PROGRESSING, withTransitionTimes } from '../../src/status/conditions.js';
+import type { WorkloadProgress } from '../../src/status/workload-progress.js';
+
+const w = (p: Partial<WorkloadProgress> = {}): WorkloadProgress => ({
+  kind: 'Deployment', namespace: 'csi', name: 'ctrl', desired: 2, updated: 2, available: 2, total: 2, observed: true, complete: true, ...p,
+});
+const obs = (o: Partial<DriverObservation> = {}): DriverObservation => ({
+  managementState: 'Managed', selector: 'csi-handover.io/driver=d', namespaces: 'any namespace', workloads: [w()],
+  unparsable: [], notAtTarget: [], targetVerbosity: 4, syncErrors: [], ...o,
+});
+const summary = (o: DriverObservation) => computeConditions(o).map((c) => `${c.type}=${c.status}/${c.reason}`);
+
+describe('computeConditions', () => {
+  it.each([
+    ['all rolled out', obs(), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=False/AsExpected`]],
+    ['rolling, still available', obs({ workloads: [w({ updated: 1, total: 3, complete: false })] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=True/Deploying`, `${DEGRADED}=False/AsExpected`]],
+    ['rolling, one pod down', obs({ workloads: [w({ updated: 1, available: 1, complete: false })] }), [`${AVAILABLE}=False/WorkloadsUnavailable`, `${PROGRESSING}=True/Deploying`, `${DEGRADED}=False/AsExpected`]],
+    ['no workloads', obs({ workloads: [] }), [`${AVAILABLE}=False/NoWorkloadsFound`, `${PROGRESSING}=False/NoWorkloadsFound`, `${DEGRADED}=False/AsExpected`]],
+    ['invalid spec', obs({ invalidSpec: { field: 'spec.logLevel', message: 'spec.logLevel: "x" is not one of …' } }), [`${AVAILABLE}=Unknown/InvalidSpec`, `${PROGRESSING}=False/InvalidSpec`, `${DEGRADED}=True/InvalidSpec`]],
+    ['removed', obs({ managementState: 'Removed' }), [`${AVAILABLE}=False/Removed`, `${PROGRESSING}=False/Removed`, `${DEGRADED}=False/Removed`]],
+    ['unparsable args', obs({ unparsable: [{ workload: 'Deployment csi/ctrl', reasons: ['bad'] }] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=True/UnparsableArgs`]],
+    ['failed write', obs({ syncErrors: ['Deployment csi/ctrl: 500'] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=True/SyncError`]],
+  ])('%s', (_n, o, want) => expect(summary(o)).toEqual(want));
+
+  it('says which workload is rolling and how far', () => {
+    const p = computeConditions(obs({ workloads: [w({ updated: 1, available: 1, total: 2, complete: false })] })).find((c) => c.type === PROGRESSING);
+    expect(p?.message).toBe('Deployment csi/ctrl: 1/2 updated, 1/2 available');
+  });
+  it('names the selector and namespaces when no workload is found', () => {
+    expect(computeConditions(obs({ workloads: [] }))[0]?.message).toBe('no Deployment or DaemonSet labelled csi-handover.io/driver=d in any namespace');
+  });
+  it('reports workloads left at another level when it may not write', () => {
+    const p = computeConditions(obs({ notAtTarget: ['Deployment csi/ctrl'], managementState: 'Unmanaged' })).find((c) => c.type === PROGRESSING);
+    expect(p?.message).toBe('not at --v=4 (Unmanaged: not written): Deployment csi/ctrl');
+  });
+});
+
+describe('withTransitionTimes / conditionsUpToDate', () => {
+  const drafts = computeConditions(obs());
+  it('keeps lastTransitionTime while the status is unchanged and moves it on a change', () => {
+    const first = withTransitionTimes(drafts, [], 't1');
+    expect(withTransitionTimes(drafts, first, 't2').map((c) => c.lastTransitionTime)).toEqual(['t1', 't1', 't1']);
+    const changed = withTransitionTimes(computeConditions(obs({ workloads: [] })), first, 't3');
+    expect(changed.find((c) => c.type === AVAILABLE)?.lastTransitionTime).toBe('t3');
+    expect(changed.find((c) => c.type === DEGRADED)?.lastTransitionTime).toBe('t1');
+  });
+  it('needs no write when type, status, reason and message match', () => {
+    const current = withTransitionTimes(drafts, [], 't1');
+    expect(conditionsUpToDate(withTransitionTimes(drafts, current, 't2'), current)).toBe(true);
+    expect(conditionsUpToDate(withTransitionTimes(computeConditions(obs({ targetVerbosity: 6 })), current, 't2'), current)).toBe(false);
+    expect(conditionsUpToDate(current, [])).toBe(false);
+  });
+});
+
+describe('validateSpec', () => {
+  it.each([
+    [{}, { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Normal' }],
+    [{ managementState: 'Force', logLevel: 'TraceAll', operatorLogLevel: '' }, { managementState: 'Force', logLevel: 'TraceAll', operatorLogLevel: '' }],
+    [{ logLevel: null }, { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Normal' }], // null is unset
+  ])('accepts %j', (spec, want) => expect(validateSpec(spec)).toEqual({ ok: true, spec: want }));
+  it.each([
+    [{ logLevel: 'Chatty' }, 'spec.logLevel', '"Chatty"'],
+    [{ logLevel: 4 }, 'spec.logLevel', '4'],
+    [{ managementState: 'managed' }, 'spec.managementState', '"managed"'],
+    [{ operatorLogLevel: 'Loud' }, 'spec.operatorLogLevel', '"Loud"'],
+  ])('rejects %j, naming the field and value', (spec, field, value) => {
+    const v = validateSpec(spec as Record<string, unknown>);
+    expect(v.ok).toBe(false);
+    if (!v.ok) {
+      expect(v.field).toBe(field);
+      expect(v.message).toContain(`${field}: ${value} is not one of`);
+    }
+  });
+});
