@@ -13,4 +13,6 @@ if ((${#need[@]})); then
 fi
 node_bin="$("$root/hack/node.sh")"
 export PATH="$node_bin:$PATH"
-cd "$root" && npm ci --no-audit --no-fund --loglevel=error
+# Not `npm ci`: vite lists an optional dependency the registry does not serve, which npm leaves out of the
+# lock file and `npm ci` then refuses. `npm install` installs exactly the locked versions all the same.
+cd "$root" && npm install --no-audit --no-fund --loglevel=error

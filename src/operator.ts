@@ -47,12 +47,12 @@ export class Operator {
       name: 'clustercsidriver',
       reconcile: async (key) => {
         const end = metrics.reconcileDuration.startTimer({ controller: 'clustercsidriver' });
-        log.debug({ driver: key, identity: cfg.identity }, 'reconcile start');
+        log.debug({ driver: key }, 'reconcile start');
         try {
           return await reconcileDriver(key, ctx);
         } finally {
           end();
-          log.debug({ driver: key, identity: cfg.identity }, 'reconcile end');
+          log.debug({ driver: key }, 'reconcile end');
         }
       },
       onError: (key, err, retryInMs) => {
@@ -128,7 +128,7 @@ export class Operator {
   async start(): Promise<void> {
     for (const i of [this.drivers, ...this.deployments, ...this.daemonSets]) i.start();
     await Promise.all([this.drivers, ...this.deployments, ...this.daemonSets].map((i) => i.waitForSync()));
-    this.log.info({ identity: this.cfg.identity, mode: this.cfg.mode }, 'caches synced');
+    this.log.info({ mode: this.cfg.mode }, 'caches synced');
     if (this.elector) this.elector.start();
     else this.startLeading();
   }

@@ -232,7 +232,10 @@ export class PodWorker {
     if (!probe || !http) return;
     const period = (probe.periodSeconds ?? 10) * 1000;
     const check = async (): Promise<void> => {
-      const port = typeof http.port === 'number' ? http.port : Number(http.port);
+      // A probe may name its port; it refers to one of the container's ports.
+      const port = typeof http.port === 'number' || /^\d+$/.test(http.port)
+        ? Number(http.port)
+        : r.spec.ports?.find((p) => p.name === http.port)?.containerPort;
       let ready = false;
       try {
         const res = await fetch(`http://${http.host ?? this.deps.facts.podIP}:${port}${http.path ?? '/'}`, { signal: AbortSignal.timeout((probe.timeoutSeconds ?? 1) * 1000) });

@@ -111,7 +111,7 @@ export class LeaderElector {
       this.lastRenewedAt = now;
       if (!this.leader) {
         this.leader = true;
-        this.o.log.info({ lease: this.o.name, identity }, 'became leader');
+        this.o.log.info({ lease: this.o.name }, 'became leader');
         this.o.onStartedLeading();
       }
       this.schedule(timings.retryPeriodMs);

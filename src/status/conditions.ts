@@ -50,7 +50,7 @@ export function computeConditions(o: DriverObservation): Draft[] {
       { type: DEGRADED, status: 'False', reason: 'AsExpected', message: 'nothing to manage yet' },
     ];
   }
-  const unavailable = o.workloads.filter((w) => w.available < w.desired);
+  const unavailable = o.workloads.filter((w) => !w.minimumAvailable);
   const rolling = o.workloads.filter((w) => !w.complete);
   const available: Draft = unavailable.length
     ? { type: AVAILABLE, status: 'False', reason: 'WorkloadsUnavailable', message: unavailable.map(describeProgress).join('; ') }

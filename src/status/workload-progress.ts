@@ -13,6 +13,8 @@ export interface WorkloadProgress {
   /** the controller has seen the latest spec */
   observed: boolean;
   complete: boolean;
+  /** enough pods available to serve, as the workload's own rollout limits define it (not every pod) */
+  minimumAvailable: boolean;
 }
 
 export function deploymentProgress(d: V1Deployment): WorkloadProgress {
@@ -26,6 +28,8 @@ export function deploymentProgress(d: V1Deployment): WorkloadProgress {
     kind: 'Deployment', namespace: d.metadata?.namespace ?? '', name: d.metadata?.name ?? '',
     desired, updated, available, total, observed,
     complete: observed && updated === desired && total === desired && available === desired,
+    // The Deployment controller's own judgement (MinimumReplicasAvailable), which honours maxUnavailable.
+    minimumAvailable: desired === 0 || (s.conditions?.find((c) => c.type === 'Available')?.status === 'True' && available > 0),
   };
 }
 
@@ -39,7 +43,16 @@ export function daemonSetProgress(ds: V1DaemonSet): WorkloadProgress {
     kind: 'DaemonSet', namespace: ds.metadata?.namespace ?? '', name: ds.metadata?.name ?? '',
     desired, updated, available, total: s?.currentNumberScheduled ?? 0, observed,
     complete: observed && updated === desired && available === desired,
+    minimumAvailable: desired === 0 || (available > 0 && desired - available <= maxUnavailableOf(ds, desired)),
   };
+}
+
+/** A DaemonSet's rolling-update maxUnavailable as a count (default 1; percentages round up, as Kubernetes does). */
+function maxUnavailableOf(ds: V1DaemonSet, desired: number): number {
+  const v = ds.spec?.updateStrategy?.rollingUpdate?.maxUnavailable ?? 1;
+  if (typeof v === 'number') return v;
+  const pct = /^(\d+)%$/.exec(v);
+  return pct ? Math.ceil((desired * Number(pct[1])) / 100) : Number(v) || 1;
 }
 
 export const describeProgress = (p: WorkloadProgress): string =>

@@ -4,7 +4,7 @@ import { AVAILABLE, computeConditions, conditionsUpToDate, DEGRADED, type Driver
 import type { WorkloadProgress } from '../../src/status/workload-progress.js';
 
 const w = (p: Partial<WorkloadProgress> = {}): WorkloadProgress => ({
-  kind: 'Deployment', namespace: 'csi', name: 'ctrl', desired: 2, updated: 2, available: 2, total: 2, observed: true, complete: true, ...p,
+  kind: 'Deployment', namespace: 'csi', name: 'ctrl', desired: 2, updated: 2, available: 2, total: 2, observed: true, complete: true, minimumAvailable: true, ...p,
 });
 const obs = (o: Partial<DriverObservation> = {}): DriverObservation => ({
   managementState: 'Managed', selector: 'csi-handover.io/driver=d', namespaces: 'any namespace', workloads: [w()],
@@ -16,7 +16,8 @@ describe('computeConditions', () => {
   it.each([
     ['all rolled out', obs(), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=False/AsExpected`]],
     ['rolling, still available', obs({ workloads: [w({ updated: 1, total: 3, complete: false })] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=True/Deploying`, `${DEGRADED}=False/AsExpected`]],
-    ['rolling, one pod down', obs({ workloads: [w({ updated: 1, available: 1, complete: false })] }), [`${AVAILABLE}=False/WorkloadsUnavailable`, `${PROGRESSING}=True/Deploying`, `${DEGRADED}=False/AsExpected`]],
+    ['rolling, one pod down within maxUnavailable', obs({ workloads: [w({ updated: 1, available: 1, complete: false })] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=True/Deploying`, `${DEGRADED}=False/AsExpected`]],
+    ['below the minimum available', obs({ workloads: [w({ updated: 1, available: 0, complete: false, minimumAvailable: false })] }), [`${AVAILABLE}=False/WorkloadsUnavailable`, `${PROGRESSING}=True/Deploying`, `${DEGRADED}=False/AsExpected`]],
     ['no workloads', obs({ workloads: [] }), [`${AVAILABLE}=False/NoWorkloadsFound`, `${PROGRESSING}=False/NoWorkloadsFound`, `${DEGRADED}=False/AsExpected`]],
     ['invalid spec', obs({ invalidSpec: { field: 'spec.logLevel', message: 'spec.logLevel: "x" is not one of …' } }), [`${AVAILABLE}=Unknown/InvalidSpec`, `${PROGRESSING}=False/InvalidSpec`, `${DEGRADED}=True/InvalidSpec`]],
     ['removed', obs({ managementState: 'Removed' }), [`${AVAILABLE}=False/Removed`, `${PROGRESSING}=False/Removed`, `${DEGRADED}=False/Removed`]],
@@ -72,5 +73,27 @@ describe('validateSpec', () => {
       expect(v.field).toBe(field);
       expect(v.message).toContain(`${field}: ${value} is not one of`);
     }
+  });
+});
+
+describe('workload progress', () => {
+  it('takes a Deployment’s availability from its own Available condition', async () => {
+    const { deploymentProgress } = await import('../../src/status/workload-progress.js');
+    const d = (available: number, cond: string) => deploymentProgress({
+      metadata: { name: 'c', namespace: 'n', generation: 2 }, spec: { replicas: 2, selector: {}, template: {} },
+      status: { observedGeneration: 2, replicas: 2, updatedReplicas: 1, availableReplicas: available, conditions: [{ type: 'Available', status: cond }] },
+    });
+    expect(d(1, 'True')).toMatchObject({ minimumAvailable: true, complete: false });
+    expect(d(1, 'False').minimumAvailable).toBe(false);
+    expect(d(0, 'True').minimumAvailable).toBe(false);
+  });
+  it('allows a DaemonSet its maxUnavailable, as a count or a percentage', async () => {
+    const { daemonSetProgress } = await import('../../src/status/workload-progress.js');
+    const ds = (available: number, maxUnavailable?: number | string) => daemonSetProgress({
+      metadata: { name: 'n', namespace: 'n', generation: 1 },
+      spec: { selector: {}, template: {}, updateStrategy: maxUnavailable === undefined ? undefined : { rollingUpdate: { maxUnavailable } } },
+      status: { observedGeneration: 1, desiredNumberScheduled: 4, updatedNumberScheduled: 4, numberAvailable: available, currentNumberScheduled: 4, numberMisscheduled: 0, numberReady: available },
+    }).minimumAvailable;
+    expect([ds(3), ds(2), ds(2, 2), ds(1, '50%'), ds(2, '50%'), ds(0, '100%')]).toEqual([true, false, true, false, true, false]);
   });
 });

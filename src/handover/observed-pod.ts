@@ -1,0 +1,51 @@
+// What the operator remembers of a pod: its last observed object, kept as a tombstone after the object is
+// deleted, because a dead lease holder is usually proven dead only after its pod is gone.
+import type { V1Pod } from '@kubernetes/client-node';
+
+export interface ObservedPod {
+  /** Last observed object (for a tombstone: the object the deletion event carried). */
+  pod: V1Pod;
+  /** The object has been deleted from the API. */
+  gone: boolean;
+  /** When we saw the deletion, ms on the operator's clock. */
+  goneAt?: number;
+  /** Grace period of a graceful deletion seen earlier (same uid): the kubelet's final delete rewrites it to 0, as a force deletion does. */
+  gracefulDeletionSeconds?: number;
+}
+
+/** `namespace/name`, as events, logs and metrics name a pod. */
+export function podRef(pod: V1Pod): string {
+  return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
+}
+
+/** The grace period of the pod's deletion if it is a graceful one (deletionTimestamp set, grace > 0). */
+function gracefulDeletionOf(pod: V1Pod): number | undefined {
+  const grace = pod.metadata?.deletionGracePeriodSeconds;
+  return pod.metadata?.deletionTimestamp != null && typeof grace === 'number' && grace > 0 ? grace : undefined;
+}
+
+/** A graceful deletion remembered from `previous`, only if it describes the same pod (a re-created pod is another). */
+function carriedGrace(previous: ObservedPod | undefined, pod: V1Pod): number | undefined {
+  if (!previous || previous.pod.metadata?.uid === undefined || previous.pod.metadata.uid !== pod.metadata?.uid) return undefined;
+  return previous.gracefulDeletionSeconds ?? gracefulDeletionOf(previous.pod);
+}
+
+/** The grace period of the graceful deletion the pod is under: deleting now, and graceful now or earlier. */
+export function gracefulDeletionSeconds(p: ObservedPod): number | undefined {
+  if (p.pod.metadata?.deletionTimestamp == null) return undefined;
+  return gracefulDeletionOf(p.pod) ?? (p.gracefulDeletionSeconds !== undefined && p.gracefulDeletionSeconds > 0 ? p.gracefulDeletionSeconds : undefined);
+}
+
+function withGrace(observed: ObservedPod, grace: number | undefined): ObservedPod {
+  return grace === undefined ? observed : { ...observed, gracefulDeletionSeconds: grace };
+}
+
+/** The pod was added or updated: remember its state, and a graceful deletion once seen. */
+export function observePod(previous: ObservedPod | undefined, pod: V1Pod): ObservedPod {
+  return withGrace({ pod, gone: false }, gracefulDeletionOf(pod) ?? carriedGrace(previous, pod));
+}
+
+/** The pod object was deleted: keep its last state as a tombstone. */
+export function observePodGone(previous: ObservedPod | undefined, lastPod: V1Pod, now: number): ObservedPod {
+  return withGrace({ pod: lastPod, gone: true, goneAt: now }, gracefulDeletionOf(lastPod) ?? carriedGrace(previous, lastPod));
+}
