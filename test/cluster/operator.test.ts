@@ -122,6 +122,20 @@ describe('ClusterCSIDriver log level (standalone)', () => {
     }
   });
 
+  it('keeps conditions that other controllers write (server-side apply, own field manager)', async () => {
+    await http.apply(`${crPath}/status`, {
+      apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: DRIVER },
+      status: { conditions: [{ type: 'HostPathDriverControllerServiceControllerAvailable', status: 'True', reason: 'AsExpected', message: 'written by another controller', lastTransitionTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z') }] },
+    }, 'csi-operator-stand-in');
+    const before = await reconcileCount();
+    await patchSpec({ operatorLogLevel: 'Debug' });
+    await http.patch(crPath, { metadata: { annotations: { 'test/touch': `foreign-${Date.now()}` } } }, PatchType.merge);
+    await waitFor('a reconcile after the foreign write', 30_000, async () => (await reconcileCount()) > before);
+    const cr = await getCR();
+    expect(cond(cr, 'HostPathDriverControllerServiceControllerAvailable')?.message).toBe('written by another controller');
+    expect(cond(cr, 'CSIHandoverAvailable')?.status).toBe('True');
+  });
+
   it('reconciling again writes nothing', async () => {
     const [d0, ds0, cr0] = await Promise.all([getDeployment(), getDaemonSet(), getCR()]);
     const before = await reconcileCount();
