@@ -25,6 +25,8 @@ export const Config = z.object({
   bindAddress: z.string().min(1),
   httpPort: z.coerce.number().int().min(1).max(65535),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
+  handoverGate: bool,
+  gateTimeout: duration,
 }).refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
   .refine((c) => c.retryPeriod < c.renewDeadline, { message: 'retry period must be shorter than the renew deadline', path: ['retryPeriod'] });
 export type Config = z.infer<typeof Config>;
@@ -43,6 +45,8 @@ const flagNames = {
   bindAddress: ['bind-address', 'BIND_ADDRESS', '0.0.0.0'],
   httpPort: ['http-port', 'HTTP_PORT', '8080'],
   logLevel: ['log-level', 'LOG_LEVEL', 'info'],
+  handoverGate: ['handover-gate', 'HANDOVER_GATE', 'true'],
+  gateTimeout: ['gate-timeout', 'GATE_TIMEOUT', '60s'],
 } as const satisfies Record<keyof Config, readonly [string, string, string | undefined]>;
 
 /** Flags win over environment variables, which win over defaults. Throws a readable error on bad input. */

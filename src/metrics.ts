@@ -20,6 +20,22 @@ export function makeMetrics() {
   const statusWrites = new Counter({ name: 'csi_handover_status_writes_total', help: 'ClusterCSIDriver status applies', registers: [registry] });
   const leader = new Gauge({ name: 'csi_handover_leader', help: '1 while this replica holds the operator lease', registers: [registry] });
   const queueDepth = new Gauge({ name: 'csi_handover_workqueue_depth', help: 'Keys waiting in the work queue', labelNames: ['queue'] as const, registers: [registry] });
-  return { registry, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
+  const handoverGap = new Histogram({
+    name: 'csi_handover_handover_gap_seconds', help: 'Time from the old leader being told to stop to a new holder acquiring the lease',
+    labelNames: ['lease', 'released_by'] as const, buckets: [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120, 180, 300], registers: [registry],
+  });
+  const releases = new Counter({
+    name: 'csi_handover_lease_releases_total', help: 'Lease handovers by who released the lease (holder, operator, or nobody: expiry)',
+    labelNames: ['released_by'] as const, registers: [registry],
+  });
+  const refusedReleases = new Counter({
+    name: 'csi_handover_refused_releases_total', help: 'Pending handovers the operator did not release, by reason (the holder was not proven dead)',
+    labelNames: ['reason'] as const, registers: [registry],
+  });
+  const releaseConflicts = new Counter({ name: 'csi_handover_release_conflicts_total', help: 'Release writes refused with 409 because the lease changed meanwhile', registers: [registry] });
+  const gatesLifted = new Counter({
+    name: 'csi_handover_gates_lifted_total', help: 'Handover scheduling gates lifted, by reason', labelNames: ['reason'] as const, registers: [registry],
+  });
+  return { registry, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;

@@ -1,12 +1,14 @@
 // Wires the operator together: informers (in every replica, so a standby's caches are warm), leader
 // election, and — on the leader only — the work queue that runs the ClusterCSIDriver reconcile.
-import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { COLLECTION_PATH, validateSpec } from './api/clustercsidriver.js';
 import type { Config } from './config.js';
 import { type DriverContext, DRIVER_LABEL, reconcileDriver, type Workload } from './controller/clustercsidriver.js';
+import { HandoverController } from './controller/handover.js';
+import { EventRecorder } from './kube/events.js';
 import type { KubeHttp } from './kube/http.js';
-import { Informer, keyOf } from './kube/informer.js';
+import { Informer, type InformerView, keyOf } from './kube/informer.js';
 import { WorkQueue } from './kube/workqueue.js';
 import { LeaderElector } from './leaderelection/elector.js';
 import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
@@ -19,6 +21,10 @@ export class Operator {
   private readonly deployments: Informer<V1Deployment>[] = [];
   private readonly daemonSets: Informer<V1DaemonSet>[] = [];
   private readonly queue: WorkQueue;
+  private readonly leases: Informer<V1Lease>[] = [];
+  private readonly pods: Informer<V1Pod>[] = [];
+  private readonly nodes: Informer<V1Node>;
+  readonly handover: HandoverController;
   private readonly elector: LeaderElector | undefined;
   private readonly operatorLogLevels = new Map<string, LogLevel>();
   private leading = false;
@@ -35,12 +41,25 @@ export class Operator {
     for (const scope of scopes) {
       this.deployments.push(new Informer<V1Deployment>(http, { path: `/apis/apps/v1${scope}/deployments`, labelSelector: DRIVER_LABEL, log }));
       this.daemonSets.push(new Informer<V1DaemonSet>(http, { path: `/apis/apps/v1${scope}/daemonsets`, labelSelector: DRIVER_LABEL, log }));
+      this.leases.push(new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1${scope}/leases`, log }));
+      this.pods.push(new Informer<V1Pod>(http, { path: `/api/v1${scope}/pods`, log }));
     }
+    this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log });
+    this.handover = new HandoverController({
+      http, log: log.child({ controller: 'handover' }), metrics,
+      events: new EventRecorder(http, log, cfg.identity),
+      leases: union(this.leases), pods: union(this.pods), nodes: this.nodes,
+      deployments: () => this.deployments.flatMap((i) => i.list()),
+      gateTimeoutMs: cfg.gateTimeout,
+      onHandover: (driver) => this.enqueue(driver),
+    });
     const ctx: DriverContext = {
       http, log, metrics, mode: cfg.mode,
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       getDriver: (name) => this.drivers.get(name),
       workloadsOf: (driver) => this.workloadsOf(driver),
+      handoverReport: (driver) => this.handover.report(driver),
+      handoverGate: cfg.handoverGate,
       now: () => new Date(),
     };
     this.queue = new WorkQueue({
@@ -84,7 +103,8 @@ export class Operator {
         onStoppedLeading: () => {
           // Another replica may be leading already: stop acting at once and let the kubelet restart us.
           metrics.leader.set(0);
-          void this.queue.shutDown().finally(() => this.exit(1));
+          this.leading = false;
+          void Promise.all([this.queue.shutDown(), this.handover.stop()]).finally(() => this.exit(1));
         },
       });
     }
@@ -117,8 +137,12 @@ export class Operator {
     }
   }
 
+  private allInformers(): Informer<Named>[] {
+    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.leases, ...this.pods, this.nodes] as Informer<Named>[];
+  }
+
   informersSynced(): boolean {
-    return [this.drivers, ...this.deployments, ...this.daemonSets].every((i) => i.hasSynced());
+    return this.allInformers().every((i) => i.hasSynced());
   }
 
   isLeader(): boolean {
@@ -126,8 +150,8 @@ export class Operator {
   }
 
   async start(): Promise<void> {
-    for (const i of [this.drivers, ...this.deployments, ...this.daemonSets]) i.start();
-    await Promise.all([this.drivers, ...this.deployments, ...this.daemonSets].map((i) => i.waitForSync()));
+    for (const i of this.allInformers()) i.start();
+    await Promise.all(this.allInformers().map((i) => i.waitForSync()));
     this.log.info({ mode: this.cfg.mode }, 'caches synced');
     if (this.elector) this.elector.start();
     else this.startLeading();
@@ -137,13 +161,14 @@ export class Operator {
     this.leading = true;
     this.metrics.leader.set(1);
     this.queue.start();
+    this.handover.start();
     for (const d of this.drivers.list()) this.enqueue(d.metadata?.name);
   }
 
   /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
   async shutdown(): Promise<void> {
     this.leading = false;
-    await this.queue.shutDown();
+    await Promise.all([this.queue.shutDown(), this.handover.stop()]);
     this.metrics.leader.set(0);
     if (this.elector) {
       try {
@@ -152,6 +177,18 @@ export class Operator {
         this.log.warn({ err: String(err) }, 'releasing the operator lease failed; the standby will wait for it to expire');
       }
     }
-    for (const i of [this.drivers, ...this.deployments, ...this.daemonSets]) i.stop();
+    for (const i of this.allInformers()) i.stop();
   }
+}
+
+/** Several informers (one per watched namespace) seen as one, for the handover engine. */
+function union<T extends Named>(informers: Informer<T>[]): InformerView<T> {
+  return {
+    on(event, handler) {
+      for (const i of informers) i.on(event, handler);
+      return this;
+    },
+    get: (key) => informers.map((i) => i.get(key)).find((x) => x !== undefined),
+    list: () => informers.flatMap((i) => i.list()),
+  };
 }

@@ -6,7 +6,10 @@ import type { Logger } from 'pino';
 import { ClusterCSIDriver, type Condition, GROUP, KIND, objectPath, validateSpec, VERSION, type GenerationStatus } from '../api/clustercsidriver.js';
 import { isConflict, type KubeHttp } from '../kube/http.js';
 import type { ReconcileResult } from '../kube/workqueue.js';
+import { withHandoverGate } from '../handover/gate.js';
+import { formatGap } from '../handover/measure.js';
 import { rewritePodSpecVerbosity } from '../loglevel/args.js';
+import type { LeaseHandoverReport } from './handover.js';
 import { verbosityFor } from '../loglevel/verbosity.js';
 import type { Metrics } from '../metrics.js';
 import { computeConditions, conditionsUpToDate, type DriverObservation, withTransitionTimes } from '../status/conditions.js';
@@ -26,6 +29,9 @@ export interface DriverContext {
   namespacesDescription: string;
   getDriver(name: string): unknown;
   workloadsOf(driver: string): Workload[];
+  handoverReport(driver: string): LeaseHandoverReport | undefined;
+  /** Standalone mode: put the handover scheduling gate into the controller Deployment's pod template. */
+  handoverGate: boolean;
   now(): Date;
 }
 
@@ -64,8 +70,20 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   }
   const { managementState } = validation.spec;
   if (managementState === 'Removed') {
-    // Nothing the operator adds to workloads yet; the driver's own settings stay as they are.
+    // Undo what the operator added — the handover gate — and nothing of the driver's own. A gate nobody
+    // lifts would strand the next pods, so it goes now, even though that rolls the Deployment once.
+    if (ctx.mode === 'standalone') {
+      for (const w of workloads) {
+        if (w.kind !== 'Deployment' || !hasGate(w.obj.spec?.template.spec)) continue;
+        try {
+          await writeTemplate(w, ctx, log, (spec) => withHandoverGate(spec, false), 'removed the handover scheduling gate');
+        } catch (err) {
+          observation.syncErrors.push(`${ref(w)}: ${String(err)}`);
+        }
+      }
+    }
     await applyStatus(cr, observation, [], ctx);
+    if (observation.syncErrors.length) throw new Error(`sync failed: ${observation.syncErrors.join('; ')}`);
     return;
   }
   const mayWrite = ctx.mode === 'standalone' && (managementState === 'Managed' || managementState === 'Force');
@@ -94,20 +112,35 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   if (observation.syncErrors.length) throw new Error(`sync failed: ${observation.syncErrors.join('; ')}`);
 }
 
-/** Read, rewrite, write with the resourceVersion just read; a conflict re-reads and decides again. */
-async function writeVerbosity(w: Workload, target: number, ctx: DriverContext, log: Logger): Promise<Workload> {
+const hasGate = (spec: V1PodSpec | undefined): boolean => withHandoverGate(spec ?? { containers: [] }, true) === spec;
+
+/**
+ * The new verbosity, and — for a standalone controller Deployment — the handover gate, which rides along
+ * with this change (it rolls the pods anyway) and never causes a rollout of its own.
+ */
+function writeVerbosity(w: Workload, target: number, ctx: DriverContext, log: Logger): Promise<Workload> {
+  const gate = ctx.handoverGate && ctx.mode === 'standalone' && w.kind === 'Deployment';
+  return writeTemplate(w, ctx, log, (spec) => {
+    const plan = rewritePodSpecVerbosity(spec, target);
+    if (plan.kind !== 'changed') return spec;
+    return gate ? withHandoverGate(plan.spec, true) : plan.spec;
+  }, `set klog verbosity --v=${target}`);
+}
+
+/** Read, rewrite the pod template, write with the resourceVersion just read; a conflict re-reads and decides again. */
+async function writeTemplate(w: Workload, ctx: DriverContext, log: Logger, rewrite: (spec: V1PodSpec) => V1PodSpec, what: string): Promise<Workload> {
   const path = workloadPath({ kind: w.kind, namespace: w.obj.metadata?.namespace ?? '', name: w.obj.metadata?.name ?? '' });
   for (let attempt = 1; ; attempt++) {
     const fresh = await ctx.http.get<V1Deployment | V1DaemonSet>(path);
     const spec: V1PodSpec = fresh.spec?.template.spec ?? { containers: [] };
-    const plan = rewritePodSpecVerbosity(spec, target);
-    if (plan.kind !== 'changed') return { kind: w.kind, obj: fresh } as Workload;
+    const next = rewrite(spec);
+    if (next === spec) return { kind: w.kind, obj: fresh } as Workload;
     const body = structuredClone(fresh);
-    if (body.spec) body.spec.template.spec = plan.spec;
+    if (body.spec) body.spec.template.spec = next;
     try {
       const updated = await ctx.http.request<V1Deployment | V1DaemonSet>('PUT', path, { body });
       ctx.metrics.workloadWrites.inc({ kind: w.kind });
-      log.info({ workload: `${w.kind} ${fresh.metadata?.namespace}/${fresh.metadata?.name}`, containers: plan.containers, verbosity: target }, 'set klog verbosity');
+      log.info({ workload: `${w.kind} ${fresh.metadata?.namespace}/${fresh.metadata?.name}` }, what);
       return { kind: w.kind, obj: updated } as Workload;
     } catch (err) {
       if (!isConflict(err) || attempt >= 5) throw err;
@@ -129,17 +162,64 @@ function generationOf(w: Workload): GenerationStatus {
 /** Server-side apply of our own status fields, only when they differ from what is there. */
 async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generations: GenerationStatus[], ctx: DriverContext): Promise<void> {
   const current = cr.status ?? {};
-  const conditions: Condition[] = withTransitionTimes(computeConditions(o), current.conditions, ctx.now().toISOString().replace(/\.\d{3}Z$/, 'Z'));
+  const report = ctx.handoverReport(cr.metadata.name);
+  const conditions: Condition[] = withTransitionTimes([...computeConditions(o), handoverCondition(report)], current.conditions, ctx.now().toISOString().replace(/\.\d{3}Z$/, 'Z'));
+  const handover = report ? handoverStatus(report) : undefined;
+  const handoverUpToDate = JSON.stringify(handover) === JSON.stringify((current as { handover?: unknown }).handover);
   const standalone = ctx.mode === 'standalone';
   const observedGeneration = cr.metadata.generation ?? 0;
   const generationsUpToDate = generations.every((g) =>
     current.generations?.some((c) => c.group === g.group && c.resource === g.resource && c.namespace === g.namespace && c.name === g.name && c.lastGeneration === g.lastGeneration));
-  if (conditionsUpToDate(conditions, current.conditions) && (!standalone || (current.observedGeneration === observedGeneration && generationsUpToDate))) return;
+  if (conditionsUpToDate(conditions, current.conditions) && handoverUpToDate && (!standalone || (current.observedGeneration === observedGeneration && generationsUpToDate))) return;
   const status: Record<string, unknown> = { conditions };
+  if (handover) status.handover = handover;
   if (standalone) {
     status.observedGeneration = observedGeneration;
     if (generations.length) status.generations = generations;
   }
   await ctx.http.apply(`${objectPath(cr.metadata.name)}/status`, { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, metadata: { name: cr.metadata.name }, status }, FIELD_MANAGER);
   ctx.metrics.statusWrites.inc();
+}
+
+/** The handover summary condition: the last handover of each lease, the largest gap, who released. */
+function handoverCondition(report: LeaseHandoverReport | undefined): Omit<Condition, 'lastTransitionTime'> {
+  const type = 'CSIHandoverLeasesHandedOver';
+  if (!report || report.leases.length === 0) return { type, status: 'Unknown', reason: 'NoHandoverYet', message: 'no lease handover observed yet' };
+  const byWho = (who: string) => report.leases.filter((h) => h.releasedBy === who).length;
+  const largest = [...report.leases].sort((a, b) => (b.gapMs ?? -1) - (a.gapMs ?? -1))[0];
+  const largestText = largest?.gapMs === undefined ? 'no stop observed' : `${formatGap(largest.gapMs)} (${largest.lease})`;
+  const expired = byWho('expiry');
+  const message = `last handover of ${report.leases.length} lease(s): largest gap ${largestText}; released by operator ${byWho('operator')}, by holder ${byWho('holder')}, expired ${expired}`;
+  return expired
+    ? { type, status: 'False', reason: 'LeaseExpired', message }
+    : { type, status: 'True', reason: byWho('operator') ? 'ReleasedByOperator' : 'ReleasedByHolder', message };
+}
+
+const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
+
+/** Our CRD's status.handover extension (OpenShift's CRD prunes it; the condition above carries the summary). */
+function handoverStatus(report: LeaseHandoverReport): Record<string, unknown> {
+  const gaps = report.leases.filter((h) => h.gapMs !== undefined);
+  const largest = gaps.length ? Math.max(...gaps.map((h) => h.gapMs ?? 0)) : undefined;
+  const stops = report.leases.map((h) => h.stopAt).filter((t): t is number => t !== undefined);
+  return {
+    lastRollout: {
+      startedAt: iso(stops.length ? Math.min(...stops) : undefined),
+      completedAt: iso(Math.max(...report.leases.map((h) => h.acquiredAt))),
+      largestGap: largest === undefined ? undefined : formatGap(largest),
+      largestGapSeconds: largest === undefined ? undefined : Math.round(largest) / 1000,
+      leases: report.leases.map((h) => ({
+        lease: h.lease.split('/')[1],
+        namespace: h.lease.split('/')[0],
+        oldHolder: h.oldHolder,
+        newHolder: h.newHolder,
+        stopTime: iso(h.stopAt),
+        releaseTime: iso(h.releasedAt),
+        acquireTime: iso(h.acquiredAt),
+        releasedBy: h.releasedBy,
+        gapSeconds: h.gapMs === undefined ? undefined : Math.round(h.gapMs) / 1000,
+      })),
+    },
+    totals: report.totals,
+  };
 }

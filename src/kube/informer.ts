@@ -22,7 +22,14 @@ export interface InformerOptions {
 export const keyOf = (o: KubernetesObject): string =>
   o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata?.name ?? ''}` : (o.metadata?.name ?? '');
 
-export class Informer<T extends KubernetesObject> {
+/** What consumers of a cache need: events, lookups by key, and the whole list. */
+export interface InformerView<T> {
+  on(event: InformerEvent, handler: Handler<T>): this;
+  get(key: string): T | undefined;
+  list(): T[];
+}
+
+export class Informer<T extends KubernetesObject> implements InformerView<T> {
   private readonly cache = new Map<string, T>();
   private readonly handlers: Record<InformerEvent, Handler<T>[]> = { add: [], update: [], delete: [] };
   private readonly syncWaiters: (() => void)[] = [];

@@ -1,0 +1,49 @@
+// New pods start after the release: the pod template carries a scheduling gate, and a gated pod is let go
+// as soon as no lease of its workload is held by a terminating pod that is still alive. Fail open: a gate
+// older than the timeout is lifted anyway.
+import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
+
+export const HANDOVER_GATE = 'csi-handover.io/lease-handover';
+
+export const hasHandoverGate = (pod: V1Pod): boolean => (pod.spec?.schedulingGates ?? []).some((g) => g.name === HANDOVER_GATE);
+
+export type GateDecision =
+  | { lift: false; reason: 'handover-pending'; message: string }
+  | { lift: true; reason: 'no-handover-pending' | 'handover-complete' | 'timeout'; message: string };
+
+/**
+ * `pendingHolders`: the workload's leases still held by a terminating pod that is not proven dead, as
+ * "lease ← pod". `waitedBefore`: this pod was already held back once (so lifting now follows a handover).
+ */
+export function liftGateWhenNoHandoverPending(pod: V1Pod, pendingHolders: readonly string[], waitedBefore: boolean, now: number, timeoutMs: number): GateDecision {
+  const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
+  const ageMs = Number.isNaN(created) ? 0 : now - created;
+  if (pendingHolders.length === 0) {
+    return waitedBefore
+      ? { lift: true, reason: 'handover-complete', message: 'the old leader released its leases' }
+      : { lift: true, reason: 'no-handover-pending', message: 'no lease of this workload is being handed over' };
+  }
+  if (ageMs >= timeoutMs) {
+    return { lift: true, reason: 'timeout', message: `gate held ${Math.round(ageMs / 1000)}s, longer than ${Math.round(timeoutMs / 1000)}s, while waiting for ${pendingHolders.join(', ')}: starting anyway; the lease will expire as it always did` };
+  }
+  return { lift: false, reason: 'handover-pending', message: `waiting for ${pendingHolders.join(', ')}` };
+}
+
+/** The pod spec with the gate present or absent; the same object when nothing changes. */
+export function withHandoverGate(spec: V1PodSpec, present: boolean): V1PodSpec {
+  const gates = spec.schedulingGates ?? [];
+  const has = gates.some((g) => g.name === HANDOVER_GATE);
+  if (has === present) return spec;
+  const next = present ? [...gates, { name: HANDOVER_GATE }] : gates.filter((g) => g.name !== HANDOVER_GATE);
+  return { ...spec, schedulingGates: next.length ? next : undefined };
+}
+
+/** A JSON patch that removes our gate only if it is still where we saw it (test-and-remove). */
+export function liftGatePatch(pod: V1Pod): unknown[] | undefined {
+  const i = (pod.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
+  if (i < 0) return undefined;
+  return [
+    { op: 'test', path: `/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
+    { op: 'remove', path: `/spec/schedulingGates/${i}` },
+  ];
+}
