@@ -1,0 +1,129 @@
+// Safety: a lease is released only for a holder proven dead. With the node agent's fault switches, the
+// operator must not release for a force-deleted pod or a pod on a partitioned node; in each case the lease
+// changes hands only after the old holder's processes are gone (the node agent logs when they exited).
+import type { V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PatchType } from '../../src/kube/http.js';
+import { makeLogger } from '../../src/log.js';
+import { LeaseRecorder } from '../../hack/bench/recorder.js';
+import { clusterHttp, deploySample, kubectl, nodeAgentEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
+import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../../hack/lib/operator.js';
+import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
+
+const http = clusterHttp();
+const leases = Object.values(SAMPLE_LEASES);
+const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
+const log = makeLogger('test', 'warn');
+const LEASE_MS = 15_000; // upstream timings
+
+async function settledLeader(): Promise<V1Pod> {
+  const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
+  await waitLeasesHeldBy(http, NS, leases, pods, 300_000);
+  const [leader] = pods;
+  if (!leader) throw new Error('no pod');
+  return leader;
+}
+
+/** When the node agent saw the last container of `pod` exit. */
+async function lastExit(pod: string): Promise<number> {
+  const exits = (await nodeAgentEvents()).filter((e) => e.pod === pod && e.event === 'container-exited');
+  expect(exits.length, `containers of ${pod} exited`).toBeGreaterThan(0);
+  return Math.max(...exits.map((e) => Date.parse(e.t)));
+}
+
+async function refusedReleases(reason: string): Promise<number> {
+  const leader = await operatorLeader(http);
+  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`csi_handover_refused_releases_total{reason="${reason}"}`));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+beforeAll(async () => {
+  await installOperator(http);
+  // A short gate timeout, so a pod held back for a holder that cannot be proven dead starts soon.
+  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', 'GATE_TIMEOUT=20s', 'CSI_HANDOVER_MODE=standalone');
+  await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+  await deploySample('upstream-1replica');
+  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
+    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Debug' },
+  } }).catch(() => http.patch(crPath, { spec: { managementState: 'Managed', logLevel: 'Debug' } }, PatchType.merge));
+  await settledLeader();
+});
+
+afterAll(async () => {
+  await setPartitioned('node-1', false).catch(() => undefined);
+  await setPartitioned('node-2', false).catch(() => undefined);
+  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', 'GATE_TIMEOUT-').catch(() => undefined);
+});
+
+describe('no release without proof of death', () => {
+  it('a force-deleted leader pod: the operator does not release; the lease expires after the processes are gone', async () => {
+    const leader = await settledLeader();
+    const name = leader.metadata?.name ?? '';
+    const refusedBefore = await refusedReleases('force-deleted');
+    const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+    await recorder.start();
+    try {
+      await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`, { body: { gracePeriodSeconds: 0 } });
+      const after = await waitFor('a new pod', 120_000, async () => {
+        const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
+        return pods.some((p) => p.metadata?.name === name) ? undefined : pods;
+      });
+      await waitLeasesHeldBy(http, NS, leases, after, 120_000);
+    } finally {
+      recorder.stop();
+    }
+    // Nobody wrote an empty holder: no release, by the operator or anyone.
+    expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
+    const exitedAt = await lastExit(name);
+    const lastRenewalSeen = Math.max(...recorder.observations.filter((o) => o.holder === name).map((o) => o.t));
+    for (const lease of leases) {
+      const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
+      expect(acquired, `${lease} acquired by the new pod`).toBeDefined();
+      expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited`).toBeGreaterThan(exitedAt);
+      // It changed hands by expiry: at least a lease duration after the old holder's last renewal we saw.
+      expect((acquired?.t ?? 0) - lastRenewalSeen).toBeGreaterThanOrEqual(LEASE_MS - 1_000);
+    }
+    expect(await refusedReleases('force-deleted')).toBeGreaterThan(refusedBefore);
+  });
+
+  it('a leader on a partitioned node: no release while its processes run; released once they are gone', async () => {
+    const leader = await settledLeader();
+    const name = leader.metadata?.name ?? '';
+    const node = leader.spec?.nodeName ?? '';
+    const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+    await recorder.start();
+    let reconnectedAt = 0;
+    try {
+      await setPartitioned(node, true);
+      await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
+      // Observe a window longer than the lease duration: the old leader still runs (its node never heard of
+      // the deletion) and keeps renewing, so nothing may release or take its leases.
+      const windowEnd = Date.now() + LEASE_MS + 5_000;
+      await waitFor('the observation window', LEASE_MS + 10_000, () => Date.now() >= windowEnd, 500);
+      for (const lease of leases) expect(recorder.holder(lease), `${lease} during the partition`).toBe(name);
+      expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
+      reconnectedAt = Date.now();
+      await setPartitioned(node, false);
+      const after = await waitFor('a new pod', 120_000, async () => {
+        const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
+        return pods.some((p) => p.metadata?.name === name) ? undefined : pods;
+      });
+      await waitLeasesHeldBy(http, NS, leases, after, 120_000);
+    } finally {
+      recorder.stop();
+      await setPartitioned(node, false);
+    }
+    const exitedAt = await lastExit(name);
+    expect(exitedAt).toBeGreaterThan(reconnectedAt);
+    for (const lease of leases) {
+      const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
+      const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
+      // Released by the operator only after the processes exited.
+      expect(released?.t ?? 0, `${lease} released after the old processes exited`).toBeGreaterThan(exitedAt);
+      // The new pod's gate timed out during the partition (fail open), so its sidecars were already polling:
+      // they take the released lease on their next poll, within 2.2 × the 5s retry period.
+      expect((acquired?.t ?? 0) - exitedAt, `${lease} handed over within a poll of the exit`).toBeLessThan(2.2 * 5_000 + 2_000);
+    }
+  });
+});
