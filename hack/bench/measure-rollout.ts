@@ -4,6 +4,7 @@
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { deploySample, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS } from '../lib/cluster.js';
+import { uninstallOperator } from '../lib/operator.js';
 import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
 import { type Handover, handoversFrom } from './handovers.js';
 import { LeaseRecorder, sigtermTimes } from './recorder.js';
@@ -25,6 +26,7 @@ const SETTLE_MS = 8 * 60_000;
 
 export async function settle(http: KubeHttp, overlay: Overlay, log: Logger): Promise<void> {
   log.info({ overlay }, 'deploying and waiting for the driver to settle');
+  await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
   await deploySample(overlay);
   const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
   await waitLeasesHeldBy(http, NS, leases, pods, SETTLE_MS);

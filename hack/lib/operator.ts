@@ -1,10 +1,11 @@
 // Installing the operator on the local cluster from config/ (as pods under its own service account and
 // RBAC), switching its mode, and finding its leader — shared by the cluster tests, the demo and benchmarks.
 import { join } from 'node:path';
-import type { V1Lease, V1Pod } from '@kubernetes/client-node';
-import type { KubeHttp } from '../../src/kube/http.js';
-import { kubectl, repoRoot } from './cluster.js';
-import { waitRolloutComplete } from './rollout.js';
+import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
+import { HANDOVER_GATE } from '../../src/handover/gate.js';
+import { type KubeHttp, PatchType } from '../../src/kube/http.js';
+import { kubectl, repoRoot, waitFor } from './cluster.js';
+import { deploymentPath, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
 
@@ -29,4 +30,29 @@ export async function operatorLeader(http: KubeHttp): Promise<V1Pod> {
   const leader = (await operatorPods(http)).find((p) => p.metadata?.name === lease.spec?.holderIdentity);
   if (!leader) throw new Error(`operator leader ${lease.spec?.holderIdentity} is not a running operator pod`);
   return leader;
+}
+
+/**
+ * Takes the operator away (its Deployment; CRD and RBAC stay) and removes the handover gate it put into
+ * the sample driver's template: for the "without csi-handover" scenarios. A gate nobody lifts would hold
+ * every new pod back.
+ */
+export async function uninstallOperator(http: KubeHttp, drivers: { namespace: string; deployment: string }[]): Promise<void> {
+  await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
+  await waitFor('operator pods gone', 120_000, async () => (await operatorPods(http)).length === 0);
+  for (const { namespace, deployment } of drivers) {
+    let d: V1Deployment;
+    try {
+      d = await http.get<V1Deployment>(deploymentPath(namespace, deployment));
+    } catch {
+      continue;
+    }
+    const i = (d.spec?.template.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
+    if (i >= 0) {
+      await http.patch(deploymentPath(namespace, deployment), [
+        { op: 'test', path: `/spec/template/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
+        { op: 'remove', path: `/spec/template/spec/schedulingGates/${i}` },
+      ], PatchType.json);
+    }
+  }
 }

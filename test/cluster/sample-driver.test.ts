@@ -6,6 +6,7 @@ import { makeLogger } from '../../src/log.js';
 import { handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, deploySample, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import { uninstallOperator } from '../../hack/lib/operator.js';
 import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -16,6 +17,8 @@ const VA = `${WORK_NS}-data`;
 interface Obj { metadata?: { name?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> }
 
 beforeAll(async () => {
+  // The stock behaviour: no csi-handover (another test file may have installed it).
+  await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
   await deploySample('upstream');
   await kubectl('create', 'namespace', WORK_NS).catch(() => undefined);
 });
