@@ -1,21 +1,65 @@
-// make demo: the story so far, on the local cluster. Deploys the sample CSI driver (real upstream sidecars),
-// shows who holds each leader-election Lease, rolls the controller Deployment out the way a log-level change
-// or `kubectl rollout restart` would, and prints how long each sidecar had no leader.
-// DEMO_TIMINGS=openshift uses OpenShift's 137s/107s/26s lease timings (minutes per rollout).
+// make demo: the whole story on the local cluster, with the real upstream CSI sidecars.
+//   1. Without csi-handover: change the driver's log level the way csi-operator does (rewrite --v in the
+//      controller Deployment) and measure how long every sidecar has no leader.
+//   2. With csi-handover: install the operator, `kubectl patch clustercsidriver … logLevel`, measure again.
+//   3. Side by side, and what the operator reports in the ClusterCSIDriver.
+// DEMO_TIMINGS=upstream uses the upstream 15s/10s/5s lease timings (quicker); the default is OpenShift's
+// 137s/107s/26s, under which step 1 takes a few minutes — that is the point.
+import type { V1Deployment } from '@kubernetes/client-node';
+import { PatchType } from '../src/kube/http.js';
 import { makeLogger } from '../src/log.js';
-import { formatHandovers, measureRollout, type Overlay } from './bench/measure-rollout.js';
-import { clusterHttp, kubeconfigPath } from './lib/cluster.js';
+import { formatHandovers, measureHandovers, type Overlay, type RolloutResult, settle } from './bench/measure-rollout.js';
+import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
+import { installOperator } from './lib/operator.js';
+import { deploymentPath, waitLeasesHeldBy, waitRolloutComplete } from './lib/rollout.js';
 
 const log = makeLogger('demo', process.env.LOG_LEVEL ?? 'warn');
-const timings = process.env.DEMO_TIMINGS === 'openshift' ? 'openshift' : 'upstream';
+const http = clusterHttp();
+const timings = process.env.DEMO_TIMINGS === 'upstream' ? 'upstream' : 'openshift';
 const overlay: Overlay = process.env.DEMO_REPLICAS === '1' ? `${timings}-1replica` : timings;
+const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 
-console.log(`Deploying the sample driver (${overlay}) and rolling it out without csi-handover…`);
-const result = await measureRollout(clusterHttp(), overlay, log);
-console.log(`\n${formatHandovers(result)}\n`);
-const gaps = result.handovers.flatMap((h) => (h.gapMs === undefined ? [] : [h.gapMs]));
-if (gaps.length) {
-  console.log(`Each sidecar stopped provisioning/attaching/resizing/snapshotting for up to ${(Math.max(...gaps) / 1000).toFixed(1)}s:`);
-  console.log('the old leader died holding its Lease and the new pod waited for it to expire.');
+/** csi-operator's way of applying a log level: rewrite --v=N in every sidecar and the driver. */
+async function setVerbosityDirectly(v: number): Promise<void> {
+  const d = await http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT));
+  for (const c of d.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
+  await http.request('PUT', deploymentPath(NS, SAMPLE_DEPLOYMENT), { body: d });
 }
-console.log(`\nThe cluster is still running: export KUBECONFIG=${kubeconfigPath}; stop it with make cluster-down.`);
+
+console.log(`== 1. Without csi-handover (${overlay} timings): log level 2 → 4 by rewriting --v in the Deployment`);
+await settle(http, overlay, log);
+const without = await measureHandovers(http, overlay, log, () => setVerbosityDirectly(4));
+console.log(`${formatHandovers(without)}\n`);
+
+console.log('== 2. With csi-handover: kubectl patch clustercsidriver hostpath.csi.k8s.io --type=merge -p \'{"spec":{"logLevel":"Trace"}}\' (4 → 6)');
+await installOperator(http);
+await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
+  apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Debug' },
+} }).catch(() => http.patch(crPath, { spec: { managementState: 'Managed', logLevel: 'Debug' } }, PatchType.merge));
+// The CR starts at Debug (--v=4, what step 1 left); settle, then the change under test: Debug → Trace.
+const settledPods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 480_000);
+await waitLeasesHeldBy(http, NS, Object.values(SAMPLE_LEASES), settledPods, 480_000);
+const withOp = await measureHandovers(http, overlay, log, () => kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'));
+console.log(`${formatHandovers(withOp)}\n`);
+
+console.log('== 3. Side by side: time each sidecar had no leader (old leader SIGTERM → new leader)');
+const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease;
+/** The longest leaderless time of the lease in the rollout (a lease may move more than once). */
+const lastGap = (r: RolloutResult, lease: string) => Math.max(...r.handovers.filter((h) => h.lease === lease && h.gapMs !== undefined).map((h) => h.gapMs ?? 0));
+console.log(`  ${'sidecar'.padEnd(16)} ${'without'.padStart(9)} ${'with'.padStart(9)}  shorter by`);
+for (const lease of Object.values(SAMPLE_LEASES)) {
+  const a = lastGap(without, lease);
+  const b = lastGap(withOp, lease);
+  const fmt = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)}s` : 'n/a');
+  console.log(`  ${sidecarOf(lease).padEnd(16)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)}  ${Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a'}`);
+}
+console.log(`  Deployment rollout: ${without.rolloutSeconds.toFixed(1)}s without, ${withOp.rolloutSeconds.toFixed(1)}s with csi-handover\n`);
+
+console.log('== What the operator reports');
+await waitFor('the handover report', 30_000, async () => (await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={.status.handover.lastRollout.largestGap}')).length > 0);
+console.log(await kubectl('get', 'clustercsidriver'));
+console.log(await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={range .status.conditions[*]}{.type}{"\\t"}{.status}{"\\t"}{.reason}{"\\t"}{.message}{"\\n"}{end}'));
+const events = (await kubectl('get', 'events', '-n', 'default', '--field-selector', 'reason=LeaseHandedOver', '-o', 'jsonpath={range .items[*]}{.message}{"\n"}{end}'))
+  .split('\n').filter((m) => withOp.handovers.some((h) => m.includes(`${h.oldHolder} → ${h.newHolder}`)));
+console.log(`Events (LeaseHandedOver on clustercsidriver/${SAMPLE_DRIVER}) for this rollout:\n${events.map((m) => `  ${m}`).join('\n')}\n`);
+console.log(`The cluster is still running: export KUBECONFIG=${kubeconfigPath}; stop it with make cluster-down.`);

@@ -3,7 +3,7 @@
 // from the old holder's SIGTERM to the new holder's acquisition, as observed by a Lease watch.
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
-import { deploySample, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS } from '../lib/cluster.js';
+import { deploySample, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
 import { uninstallOperator } from '../lib/operator.js';
 import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
 import { type Handover, handoversFrom } from './handovers.js';
@@ -24,6 +24,7 @@ const leases = Object.values(SAMPLE_LEASES);
 // plus a poll (26–57s); give it room.
 const SETTLE_MS = 8 * 60_000;
 
+/** Deploys the overlay without csi-handover (stock behaviour) and waits until every lease has a holder. */
 export async function settle(http: KubeHttp, overlay: Overlay, log: Logger): Promise<void> {
   log.info({ overlay }, 'deploying and waiting for the driver to settle');
   await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
@@ -34,22 +35,34 @@ export async function settle(http: KubeHttp, overlay: Overlay, log: Logger): Pro
 
 export async function measureRollout(http: KubeHttp, overlay: Overlay, log: Logger): Promise<RolloutResult> {
   await settle(http, overlay, log);
+  return measureHandovers(http, overlay, log, () => rolloutRestart(http, NS, SAMPLE_DEPLOYMENT));
+}
+
+/**
+ * Measures one rollout, whatever triggers it: waits until the Deployment has replaced every pod it had and
+ * every lease is held by a new pod, then returns the handovers out of the old pods.
+ */
+export async function measureHandovers(http: KubeHttp, overlay: Overlay, log: Logger, trigger: () => Promise<unknown>): Promise<RolloutResult> {
   const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
+  await waitLeasesHeldBy(http, NS, leases, before, SETTLE_MS);
   const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
   const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
   await recorder.start();
+  const startedAt = new Date();
   let rolloutSeconds: number;
-  let startedAt: Date;
   try {
-    log.info({ overlay, pods: [...oldPods] }, 'rollout restart');
-    startedAt = await rolloutRestart(http, NS, SAMPLE_DEPLOYMENT);
-    const after = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
+    log.info({ overlay, pods: [...oldPods] }, 'triggering the rollout');
+    await trigger();
+    const after = await waitFor('every pod replaced', SETTLE_MS, async () => {
+      const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
+      return pods.every((p) => !oldPods.has(p.metadata?.name ?? '')) ? pods : undefined;
+    });
     rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
     await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
   } finally {
     recorder.stop();
   }
-  const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => oldPods.has(h.oldHolder) || h.acquiredAt >= startedAt.getTime());
+  const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => oldPods.has(h.oldHolder));
   return { overlay, replicas: before.length, startedAt: startedAt.toISOString(), rolloutSeconds, handovers };
 }
 

@@ -41,6 +41,8 @@ export interface LeaseHandoverReport {
 }
 
 const TOMBSTONE_TTL_MS = 10 * 60_000;
+/** On a gated pod: what it waits for (set while held back; its presence means it waited). */
+export const HANDOVER_STATE = 'csi-handover.io/handover-state';
 const leaseKey = (ns: string, name: string) => `lease/${ns}/${name}`;
 const workloadKey = (ns: string, name: string) => `workload/${ns}/${name}`;
 
@@ -48,7 +50,6 @@ export class HandoverController {
   private readonly observed = new Map<string, ObservedPod>();
   private readonly tracker = new HandoverTracker();
   private readonly reports = new Map<string, LeaseHandoverReport>();
-  private readonly gateWaited = new Set<string>();
   private readonly refusalsCounted = new Set<string>();
   readonly queue: WorkQueue;
   private readonly now: () => number;
@@ -111,7 +112,6 @@ export class HandoverController {
   private podGone(pod: V1Pod): void {
     const uid = pod.metadata?.uid ?? keyOf(pod);
     this.observed.set(uid, observePodGone(this.observed.get(uid), pod, this.now()));
-    this.gateWaited.delete(uid);
     this.podChanged(pod);
     this.dropOldTombstones();
   }
@@ -266,9 +266,12 @@ export class HandoverController {
         if (patch) await this.patchPod(pod, patch, PatchType.merge, log, 'set pod-deletion-cost');
       }
       if (hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp) {
-        const decision = liftGateWhenNoHandoverPending(pod, pending, this.gateWaited.has(uid), this.now(), this.d.gateTimeoutMs);
+        // The pod's handover state lives in an annotation, so a restarted operator resumes where it was.
+        const state = pod.metadata?.annotations?.[HANDOVER_STATE];
+        const decision = liftGateWhenNoHandoverPending(pod, pending, state !== undefined, this.now(), this.d.gateTimeoutMs);
         if (!decision.lift) {
-          this.gateWaited.add(uid);
+          const waiting = `${decision.message}`;
+          if (state !== waiting) await this.patchPod(pod, { metadata: { annotations: { [HANDOVER_STATE]: waiting } } }, PatchType.merge, log, 'holding the new pod back until the handover');
           const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
           const left = Number.isNaN(created) ? this.d.gateTimeoutMs : created + this.d.gateTimeoutMs - this.now();
           requeue = Math.min(requeue ?? Infinity, Math.max(100, left));
@@ -319,13 +322,14 @@ export class HandoverController {
     else if (h.releasedBy === 'holder') report.totals.releasedByHolder++;
     else report.totals.expired++;
     this.reports.set(driver, report);
-    if (h.gapMs !== undefined) this.d.metrics.handoverGap.observe({ lease: leaseName, released_by: h.releasedBy }, h.gapMs / 1000);
-    if (h.releasedBy !== 'operator') this.d.metrics.releases.inc({ released_by: h.releasedBy });
     const gap = h.gapMs === undefined ? 'the old holder was not stopped' : `leaderless ${formatGap(h.gapMs)} after the old leader was told to stop`;
     const message = `lease ${h.lease}: ${h.oldHolder} → ${h.newHolder}, ${gap}, released by ${h.releasedBy}`;
     this.d.log.info({ lease: h.lease, oldHolder: h.oldHolder, newHolder: h.newHolder, gapMs: h.gapMs, releasedBy: h.releasedBy, driver }, 'lease handed over');
     this.d.onHandover(driver);
+    // Every replica keeps the report (a new leader starts with it); only the leader counts and tells.
     if (!this.active) return;
+    if (h.gapMs !== undefined) this.d.metrics.handoverGap.observe({ lease: leaseName, released_by: h.releasedBy }, h.gapMs / 1000);
+    if (h.releasedBy !== 'operator') this.d.metrics.releases.inc({ released_by: h.releasedBy });
     await this.d.events.emit({ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver }, 'Normal', 'LeaseHandedOver', message);
     if (n.kind === 'pod' && !n.pod.gone) {
       await this.d.events.emit({ apiVersion: 'v1', kind: 'Pod', name: n.pod.pod.metadata?.name ?? '', namespace: ns, uid: n.pod.pod.metadata?.uid }, 'Normal', 'LeaseAcquired', message);
