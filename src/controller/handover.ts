@@ -277,8 +277,10 @@ export class HandoverController {
           requeue = Math.min(requeue ?? Infinity, Math.max(100, left));
           continue;
         }
-        const patch = liftGatePatch(pod);
-        if (!patch) continue;
+        const lift = liftGatePatch(pod);
+        if (!lift) continue;
+        // A pod that waited keeps a record of how it was let go.
+        const patch = state === undefined ? lift : [...lift, { op: 'replace', path: `/metadata/annotations/${HANDOVER_STATE.replace('/', '~1')}`, value: `started: ${decision.message}` }];
         const lifted = await this.patchPod(pod, patch, PatchType.json, log, `lifted the handover gate (${decision.reason})`);
         if (lifted) {
           this.d.metrics.gatesLifted.inc({ reason: decision.reason });
