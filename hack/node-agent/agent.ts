@@ -38,6 +38,7 @@ export class NodeAgent {
   private readonly nodes = new Map<string, NodeState>();
   private readonly workers = new Map<string, PodWorker>();
   private readonly statusQueued = new Set<string>();
+  private readonly statusChains = new Map<string, Promise<void>>();
   private readonly events: AgentEvent[] = [];
   private readonly eventsFile: string;
   private readonly caCert: string;
@@ -292,7 +293,21 @@ export class NodeAgent {
     });
   }
 
-  private async pushStatus(worker: PodWorker): Promise<void> {
+  /**
+   * Status writes of one pod are serialised, each computed when it is sent, as the kubelet's status manager
+   * does: concurrent patches could land out of order and regress a terminated container to running.
+   */
+  private pushStatus(worker: PodWorker): Promise<void> {
+    const previous = this.statusChains.get(worker.uid) ?? Promise.resolve();
+    const next = previous.then(() => this.sendStatus(worker));
+    this.statusChains.set(worker.uid, next);
+    void next.finally(() => {
+      if (this.statusChains.get(worker.uid) === next) this.statusChains.delete(worker.uid);
+    });
+    return next;
+  }
+
+  private async sendStatus(worker: PodWorker): Promise<void> {
     const pod = worker.pod;
     const node = this.nodes.get(pod.spec?.nodeName ?? '');
     if (!node || node.partitioned || this.shuttingDown) return;

@@ -127,6 +127,8 @@ export class HandoverController {
     }
     const dep = this.deploymentOf(pod);
     if (dep) this.enqueue(workloadKey(ns, dep.metadata?.name ?? ''));
+    // Fail open: our gate on a pod of a workload we no longer manage (label removed) is lifted at once.
+    else if (hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp) this.enqueue(`unmanaged-gate/${ns}/${pod.metadata?.name ?? ''}`);
   }
 
   private nodeChanged(node: V1Node): void {
@@ -177,6 +179,18 @@ export class HandoverController {
     if (!ns || !name) return;
     if (kind === 'lease') return this.reconcileLease(ns, name);
     if (kind === 'workload') return this.reconcileWorkload(ns, name);
+    if (kind === 'unmanaged-gate') return this.liftUnmanagedGate(ns, name);
+  }
+
+  private async liftUnmanagedGate(ns: string, name: string): Promise<void> {
+    const pod = this.d.pods.get(`${ns}/${name}`);
+    if (!pod || !hasHandoverGate(pod) || this.deploymentOf(pod)) return;
+    const patch = liftGatePatch(pod);
+    if (!patch) return;
+    const log = this.d.log.child({ pod: `${ns}/${name}` });
+    if (await this.patchPod(pod, patch, PatchType.json, log, 'lifted the handover gate of a pod whose workload is not managed')) {
+      this.d.metrics.gatesLifted.inc({ reason: 'unmanaged' });
+    }
   }
 
   private async reconcileLease(ns: string, name: string): Promise<{ requeueAfterMs?: number } | void> {

@@ -204,11 +204,18 @@ describe('management states', () => {
     expect(ds1.metadata?.resourceVersion).toBe(ds0.metadata?.resourceVersion);
   });
 
-  it('Removed stops managing and leaves the driver’s own settings alone', async () => {
-    const d0 = await getDeployment();
+  it('Removed stops managing, takes out only what it added (the handover gate), leaves the driver’s own settings', async () => {
+    const [d0, ds0] = await Promise.all([getDeployment(), getDaemonSet()]);
+    expect(d0.spec?.template.spec?.schedulingGates?.map((g) => g.name)).toContain('csi-handover.io/lease-handover');
     await patchSpec({ managementState: 'Removed' });
     await waitCondition('CSIHandoverAvailable', 'False', 'Removed');
-    expect((await getDeployment()).metadata?.resourceVersion).toBe(d0.metadata?.resourceVersion);
+    const d1 = await waitFor('gate removed from the template', 30_000, async () => {
+      const d = await getDeployment();
+      return (d.spec?.template.spec?.schedulingGates ?? []).length === 0 ? d : undefined;
+    });
+    expect(argsOf(d1)).toEqual(argsOf(d0)); // the driver's own settings (its current --v) stay
+    expect((await getDaemonSet()).metadata?.resourceVersion).toBe(ds0.metadata?.resourceVersion);
+    await waitRolloutComplete(http, NS, 'controller', 120_000);
   });
 
   it('Managed again applies the pending level', async () => {

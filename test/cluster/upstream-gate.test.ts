@@ -87,7 +87,7 @@ describe('ReleaseLeaderElectionOnExit=true (OpenShift timings)', () => {
     }
     const reported = await waitFor('report', 30_000, async () => {
       const cr = await http.get<{ status?: { handover?: { lastRollout?: { leases?: { oldHolder: string; releasedBy: string }[] } } } }>(crPath);
-      const ls = cr.status?.handover?.lastRollout?.leases ?? [];
+      const ls = (cr.status?.handover?.lastRollout?.leases ?? []).filter((l) => (leases as string[]).includes((l as { lease?: string }).lease ?? ''));
       return ls.length === leases.length && ls.every((l) => l.oldHolder === leaderName) ? ls : undefined;
     });
     expect(reported.map((l) => l.releasedBy)).toEqual(leases.map(() => 'holder'));
