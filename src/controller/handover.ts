@@ -242,14 +242,15 @@ export class HandoverController {
     const holder = typeof lease.spec?.holderIdentity === 'string' ? lease.spec.holderIdentity : '';
     const r = resolveHolder(holder, pods, nodes);
     const terminating = r.kind === 'pod' && (r.pod.gone || r.pod.pod.metadata?.deletionTimestamp);
-    if (reason !== 'malformed-lease' && !terminating) return;
-    const verdictReason = r.kind === 'pod' ? (provenDead(r.pod, nodes) as { reason?: string }).reason ?? reason : reason;
+    // Alive holders are the normal case; unknown or ambiguous identities and malformed leases always count.
+    if (reason === 'holder-alive' && !terminating) return;
+    const verdictReason = r.kind === 'pod' ? (provenDead(r.pod, nodes) as { reason?: string }).reason ?? reason : r.kind === 'unresolved' ? r.reason : reason;
     const once = `${keyOf(lease)}|${holder}|${verdictReason}`;
     if (this.refusalsCounted.has(once)) return;
     this.refusalsCounted.add(once);
     if (this.refusalsCounted.size > 10_000) this.refusalsCounted.clear();
     this.d.metrics.refusedReleases.inc({ reason: verdictReason });
-    log.info({ holder, reason: verdictReason, message }, 'not releasing: holder not proven dead');
+    log.info({ holder, reason: verdictReason, message }, 'not releasing this lease');
   }
 
   private async reconcileWorkload(ns: string, name: string): Promise<{ requeueAfterMs?: number } | void> {
