@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeHttp } from '../../src/kube/http.js';
+import type { AgentEvent } from '../node-agent/pod-worker.js';
 
 const run = promisify(execFile);
 
@@ -60,19 +61,7 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => P
   }
 }
 
-export interface AgentEvent {
-  t: string;
-  node: string;
-  namespace: string;
-  pod: string;
-  uid: string;
-  container?: string;
-  event: string;
-  pid?: number;
-  exitCode?: number | null;
-  signal?: string | null;
-  detail?: string;
-}
+export type { AgentEvent };
 
 export async function nodeAgentEvents(): Promise<AgentEvent[]> {
   const res = await fetch(`${nodeAgentUrl}/events`);

@@ -24,6 +24,15 @@ async function settledLeader(): Promise<V1Pod> {
   return leader;
 }
 
+/** The Deployment has replaced `old`, and the new pod holds every lease. */
+async function waitReplacedAndLeasesHeld(old: string): Promise<void> {
+  const after = await waitFor('a new pod', 120_000, async () => {
+    const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
+    return pods.some((p) => p.metadata?.name === old) ? undefined : pods;
+  });
+  await waitLeasesHeldBy(http, NS, leases, after, 120_000);
+}
+
 /** When the node agent saw the last container of `pod` exit. */
 async function lastExit(pod: string): Promise<number> {
   const exits = (await nodeAgentEvents()).filter((e) => e.pod === pod && e.event === 'container-exited');
@@ -65,11 +74,7 @@ describe('no release without proof of death', () => {
     await recorder.start();
     try {
       await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`, { body: { gracePeriodSeconds: 0 } });
-      const after = await waitFor('a new pod', 120_000, async () => {
-        const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
-        return pods.some((p) => p.metadata?.name === name) ? undefined : pods;
-      });
-      await waitLeasesHeldBy(http, NS, leases, after, 120_000);
+      await waitReplacedAndLeasesHeld(name);
     } finally {
       recorder.stop();
     }
@@ -105,11 +110,7 @@ describe('no release without proof of death', () => {
       expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
       reconnectedAt = Date.now();
       await setPartitioned(node, false);
-      const after = await waitFor('a new pod', 120_000, async () => {
-        const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
-        return pods.some((p) => p.metadata?.name === name) ? undefined : pods;
-      });
-      await waitLeasesHeldBy(http, NS, leases, after, 120_000);
+      await waitReplacedAndLeasesHeld(name);
     } finally {
       recorder.stop();
       await setPartitioned(node, false);
