@@ -6,7 +6,7 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench-baseline typecheck build clean
+.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench-baseline bench-failover typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
@@ -15,6 +15,7 @@ help:
 	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
 	@echo "make cluster-up|cluster-down   the local control plane and node agent"
 	@echo "make bench-baseline  rollout handover gaps without csi-handover"
+	@echo "make bench-failover  the operator's own leader failover, graceful and crash"
 
 deps: .local/.deps-ok
 .local/.deps-ok: package.json package-lock.json hack/deps.sh
@@ -53,6 +54,10 @@ demo: deps bins
 
 bench-baseline: deps bins
 	hack/bench/baseline.sh
+
+bench-failover: deps bins
+	hack/cluster.sh up
+	npx tsx hack/bench/failover.ts
 
 clean:
 	hack/cluster.sh wipe || true

@@ -7,6 +7,7 @@ export interface LeaseObservation {
   holder: string;
   leaseDurationSeconds?: number;
   acquireTime?: string;
+  renewTime?: string;
 }
 
 export interface Handover {

@@ -23,6 +23,7 @@ export class LeaseRecorder {
         holder: l.spec?.holderIdentity ?? '',
         leaseDurationSeconds: l.spec?.leaseDurationSeconds,
         acquireTime: l.spec?.acquireTime ? String(l.spec.acquireTime) : undefined,
+        renewTime: l.spec?.renewTime ? String(l.spec.renewTime) : undefined,
       });
     };
     this.informer.on('add', seen).on('update', seen);
