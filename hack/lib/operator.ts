@@ -56,3 +56,15 @@ export async function uninstallOperator(http: KubeHttp, drivers: { namespace: st
     }
   }
 }
+
+/**
+ * The sum of the samples of one metric series on the operator leader's /metrics (served on its pod IP).
+ * `series` is a metric name, optionally with a label set: `csi_handover_reconciles_total` sums every label
+ * set, `csi_handover_refused_releases_total{reason="force-deleted"}` reads that one; absent counts as 0.
+ */
+export async function operatorMetric(http: KubeHttp, series: string): Promise<number> {
+  const leader = await operatorLeader(http);
+  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
+  const matches = (line: string) => (series.includes('{') ? line.startsWith(`${series} `) : line.startsWith(`${series} `) || line.startsWith(`${series}{`));
+  return text.split('\n').filter(matches).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+}

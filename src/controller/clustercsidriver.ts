@@ -6,7 +6,7 @@ import type { Logger } from 'pino';
 import { ClusterCSIDriver, type Condition, GROUP, KIND, objectPath, validateSpec, VERSION, type GenerationStatus } from '../api/clustercsidriver.js';
 import { isConflict, type KubeHttp } from '../kube/http.js';
 import type { ReconcileResult } from '../kube/workqueue.js';
-import { withHandoverGate } from '../handover/gate.js';
+import { specHasHandoverGate, withHandoverGate } from '../handover/gate.js';
 import { formatGap } from '../handover/measure.js';
 import { rewritePodSpecVerbosity } from '../loglevel/args.js';
 import type { LeaseHandoverReport } from './handover.js';
@@ -74,7 +74,7 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
     // lifts would strand the next pods, so it goes now, even though that rolls the Deployment once.
     if (ctx.mode === 'standalone') {
       for (const w of workloads) {
-        if (w.kind !== 'Deployment' || !hasGate(w.obj.spec?.template.spec)) continue;
+        if (w.kind !== 'Deployment' || !specHasHandoverGate(w.obj.spec?.template.spec)) continue;
         try {
           await writeTemplate(w, ctx, log, (spec) => withHandoverGate(spec, false), 'removed the handover scheduling gate');
         } catch (err) {
@@ -111,8 +111,6 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   await applyStatus(cr, observation, generations, ctx);
   if (observation.syncErrors.length) throw new Error(`sync failed: ${observation.syncErrors.join('; ')}`);
 }
-
-const hasGate = (spec: V1PodSpec | undefined): boolean => withHandoverGate(spec ?? { containers: [] }, true) === spec;
 
 /**
  * The new verbosity, and — for a standalone controller Deployment — the handover gate, which rides along

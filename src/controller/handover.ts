@@ -69,7 +69,7 @@ export class HandoverController {
       onDone: (_k, _ms, outcome) => d.metrics.reconciles.inc({ controller: 'handover', outcome }),
     });
     d.pods.on('add', (p) => this.podSeen(p)).on('update', (p) => this.podSeen(p)).on('delete', (p) => this.podGone(p));
-    d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l) => this.leaseSeen(l));
+    d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l, old) => this.leaseSeen(l, old));
     d.nodes.on('update', (n) => this.nodeChanged(n));
   }
 
@@ -135,15 +135,16 @@ export class HandoverController {
     for (const o of this.observed.values()) if (o.pod.spec?.nodeName === node.metadata?.name) this.podChanged(o.pod);
   }
 
-  private leaseSeen(lease: V1Lease): void {
+  private leaseSeen(lease: V1Lease, old?: V1Lease): void {
     const ns = lease.metadata?.namespace ?? '';
     const name = lease.metadata?.name ?? '';
     const holder = typeof lease.spec?.holderIdentity === 'string' ? lease.spec.holderIdentity : '';
     const record = this.tracker.observe(`${ns}/${name}`, holder, this.now(), lease.spec?.acquireTime ? String(lease.spec.acquireTime) : undefined);
     if (record) void this.reportHandover(record, ns);
     this.enqueue(leaseKey(ns, name));
-    // Leadership may have moved: the holder's workload re-checks deletion costs and gates.
-    if (holder) {
+    // Leadership moved: the new holder's workload re-checks deletion costs and gates. Renewals (most
+    // lease events) change nothing there, so they skip the holder lookup.
+    if (holder && holder !== old?.spec?.holderIdentity) {
       const r = resolveHolder(holder, this.managedPodsIn(ns), this.nodeMap());
       const dep = r.kind === 'pod' ? this.deploymentOf(r.pod.pod) : undefined;
       if (dep) this.enqueue(workloadKey(ns, dep.metadata?.name ?? ''));

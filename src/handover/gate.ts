@@ -5,7 +5,8 @@ import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
 
 export const HANDOVER_GATE = 'csi-handover.io/lease-handover';
 
-export const hasHandoverGate = (pod: V1Pod): boolean => (pod.spec?.schedulingGates ?? []).some((g) => g.name === HANDOVER_GATE);
+export const specHasHandoverGate = (spec: V1PodSpec | undefined): boolean => (spec?.schedulingGates ?? []).some((g) => g.name === HANDOVER_GATE);
+export const hasHandoverGate = (pod: V1Pod): boolean => specHasHandoverGate(pod.spec);
 
 export type GateDecision =
   | { lift: false; reason: 'handover-pending'; message: string }
@@ -32,8 +33,7 @@ export function liftGateWhenNoHandoverPending(pod: V1Pod, pendingHolders: readon
 /** The pod spec with the gate present or absent; the same object when nothing changes. */
 export function withHandoverGate(spec: V1PodSpec, present: boolean): V1PodSpec {
   const gates = spec.schedulingGates ?? [];
-  const has = gates.some((g) => g.name === HANDOVER_GATE);
-  if (has === present) return spec;
+  if (specHasHandoverGate(spec) === present) return spec;
   const next = present ? [...gates, { name: HANDOVER_GATE }] : gates.filter((g) => g.name !== HANDOVER_GATE);
   return { ...spec, schedulingGates: next.length ? next : undefined };
 }

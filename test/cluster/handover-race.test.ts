@@ -14,7 +14,7 @@ import { microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
 import { clusterHttp, kubectl, localDir, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader } from '../../hack/lib/operator.js';
+import { installOperator, operatorMetric } from '../../hack/lib/operator.js';
 import { waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -90,12 +90,7 @@ afterAll(async () => {
   await kubectl('delete', 'namespace', NS, '--wait=false').catch(() => undefined);
 });
 
-async function releaseConflicts(): Promise<number> {
-  const leader = await operatorLeader(http);
-  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('csi_handover_release_conflicts_total '));
-  return line ? Number(line.split(' ').pop()) : 0;
-}
+const releaseConflicts = () => operatorMetric(http, 'csi_handover_release_conflicts_total');
 
 it('a renewal between the operator’s read and write → 409, decided again, no release', async () => {
   const [pod] = await waitRolloutComplete(http, NS, 'holder', 120_000) as V1Pod[];

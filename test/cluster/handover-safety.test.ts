@@ -7,7 +7,7 @@ import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
 import { clusterHttp, deploySample, kubectl, nodeAgentEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../../hack/lib/operator.js';
+import { installOperator, OPERATOR_NAMESPACE, operatorMetric } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -40,12 +40,7 @@ async function lastExit(pod: string): Promise<number> {
   return Math.max(...exits.map((e) => Date.parse(e.t)));
 }
 
-async function refusedReleases(reason: string): Promise<number> {
-  const leader = await operatorLeader(http);
-  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith(`csi_handover_refused_releases_total{reason="${reason}"}`));
-  return line ? Number(line.split(' ').pop()) : 0;
-}
+const refusedReleases = (reason: string) => operatorMetric(http, `csi_handover_refused_releases_total{reason="${reason}"}`);
 
 beforeAll(async () => {
   await installOperator(http);

@@ -4,12 +4,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { parse, stringify } from 'yaml';
 import { join } from 'node:path';
-import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
 import { clusterHttp, kubectl, localDir, nodeAgentEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { installOperator, operatorLeader, operatorMetric, operatorPods } from '../../hack/lib/operator.js';
 import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -59,6 +60,20 @@ async function waitCondition(type: string, status: string, reason?: string, time
   });
 }
 
+/** The resourceVersions of the driver's Deployment and DaemonSet, to prove later that nothing wrote them. */
+async function workloadVersions(): Promise<(string | undefined)[]> {
+  const [d, ds] = await Promise.all([getDeployment(), getDaemonSet()]);
+  return [d.metadata?.resourceVersion, ds.metadata?.resourceVersion];
+}
+
+/** Waits until the Progressing condition's message contains `text`. */
+function waitProgressingMessage(what: string, text: string, timeoutMs: number): Promise<Cond> {
+  return waitFor(what, timeoutMs, async () => {
+    const c = cond(await getCR(), 'CSIHandoverProgressing');
+    return c?.message?.includes(text) ? c : undefined;
+  });
+}
+
 async function waitDaemonSetRolled(): Promise<void> {
   await waitFor('daemonset rolled out', 120_000, async () => {
     const ds = await getDaemonSet();
@@ -67,14 +82,8 @@ async function waitDaemonSetRolled(): Promise<void> {
   });
 }
 
-async function installOperator(): Promise<void> {
-  await kubectl('apply', '-k', join(repoRoot, 'config', 'default'));
-  await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
-  await waitRolloutComplete(http, OP_NS, 'csi-handover', 180_000);
-}
-
 beforeAll(async () => {
-  await installOperator();
+  await installOperator(http);
   await kubectl('create', 'namespace', NS);
   const { deployment, daemonSet } = workloads();
   await http.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { body: deployment });
@@ -137,15 +146,13 @@ describe('ClusterCSIDriver log level (standalone)', () => {
   });
 
   it('reconciling again writes nothing', async () => {
-    const [d0, ds0, cr0] = await Promise.all([getDeployment(), getDaemonSet(), getCR()]);
+    const [versions, cr0] = await Promise.all([workloadVersions(), getCR()]);
     const before = await reconcileCount();
     // Touching the CR triggers a reconcile without changing the spec.
     await http.patch(crPath, { metadata: { annotations: { 'test/touch': String(Date.now()) } } }, PatchType.merge);
     await waitFor('a reconcile after the touch', 30_000, async () => (await reconcileCount()) > before);
-    const [d1, ds1, cr1] = await Promise.all([getDeployment(), getDaemonSet(), getCR()]);
-    expect(d1.metadata?.resourceVersion).toBe(d0.metadata?.resourceVersion);
-    expect(ds1.metadata?.resourceVersion).toBe(ds0.metadata?.resourceVersion);
-    expect(cr1.status).toEqual(cr0.status);
+    expect(await workloadVersions()).toEqual(versions);
+    expect((await getCR()).status).toEqual(cr0.status);
   });
 
   it('an invalid logLevel is rejected by the CRD', async () => {
@@ -165,7 +172,7 @@ describe('bad input', () => {
     }
     const permissive = join(localDir, 'permissive-crd.yaml');
     writeFileSync(permissive, stringify(crd));
-    const [d0, ds0] = await Promise.all([getDeployment(), getDaemonSet()]);
+    const versions = await workloadVersions();
     await kubectl('apply', '-f', permissive);
     try {
       await waitFor('permissive CRD accepts a bad logLevel', 30_000, async () => {
@@ -179,9 +186,7 @@ describe('bad input', () => {
       const degraded = await waitCondition('CSIHandoverDegraded', 'True', 'InvalidSpec');
       expect(degraded.message).toContain('spec.logLevel');
       expect(degraded.message).toContain('"Chatty"');
-      const [d1, ds1] = await Promise.all([getDeployment(), getDaemonSet()]);
-      expect(d1.metadata?.resourceVersion).toBe(d0.metadata?.resourceVersion);
-      expect(ds1.metadata?.resourceVersion).toBe(ds0.metadata?.resourceVersion);
+      expect(await workloadVersions()).toEqual(versions);
     } finally {
       await patchSpec({ logLevel: 'Debug' });
       await kubectl('apply', '-f', crdFile);
@@ -192,16 +197,11 @@ describe('bad input', () => {
 
 describe('management states', () => {
   it('Unmanaged observes and reports but writes no workload', async () => {
-    const [d0, ds0] = await Promise.all([getDeployment(), getDaemonSet()]);
+    const before = await workloadVersions();
     await patchSpec({ managementState: 'Unmanaged', logLevel: 'TraceAll' });
-    const progressing = await waitFor('Unmanaged reported', 30_000, async () => {
-      const c = cond(await getCR(), 'CSIHandoverProgressing');
-      return c?.message?.includes('Unmanaged') ? c : undefined;
-    });
+    const progressing = await waitProgressingMessage('Unmanaged reported', 'Unmanaged', 30_000);
     expect(progressing.message).toContain('--v=8');
-    const [d1, ds1] = await Promise.all([getDeployment(), getDaemonSet()]);
-    expect(d1.metadata?.resourceVersion).toBe(d0.metadata?.resourceVersion);
-    expect(ds1.metadata?.resourceVersion).toBe(ds0.metadata?.resourceVersion);
+    expect(await workloadVersions()).toEqual(before);
   });
 
   it('Removed stops managing, takes out only what it added (the handover gate), leaves the driver’s own settings', async () => {
@@ -231,16 +231,11 @@ describe('companion mode', () => {
   it('never writes a workload, only reports', async () => {
     await kubectl('-n', OP_NS, 'set', 'env', 'deployment/csi-handover', 'CSI_HANDOVER_MODE=companion');
     await waitRolloutComplete(http, OP_NS, 'csi-handover', 180_000);
-    const [d0, ds0] = await Promise.all([getDeployment(), getDaemonSet()]);
+    const before = await workloadVersions();
     await patchSpec({ logLevel: 'Normal' });
-    const progressing = await waitFor('companion report', 60_000, async () => {
-      const c = cond(await getCR(), 'CSIHandoverProgressing');
-      return c?.message?.includes('left to the driver operator') ? c : undefined;
-    });
+    const progressing = await waitProgressingMessage('companion report', 'left to the driver operator', 60_000);
     expect(progressing.message).toContain('--v=2');
-    const [d1, ds1] = await Promise.all([getDeployment(), getDaemonSet()]);
-    expect(d1.metadata?.resourceVersion).toBe(d0.metadata?.resourceVersion);
-    expect(ds1.metadata?.resourceVersion).toBe(ds0.metadata?.resourceVersion);
+    expect(await workloadVersions()).toEqual(before);
   });
 
   it('back in standalone mode, the level is applied', async () => {
@@ -332,23 +327,16 @@ function operatorPodNames(): string[] {
   return [...knownOperatorPods];
 }
 async function refreshOperatorPods(): Promise<V1Pod[]> {
-  const pods = (await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${OP_NS}/pods`, { labelSelector: 'app.kubernetes.io/name=csi-handover' })).items;
+  const pods = await operatorPods(http);
   knownOperatorPods = new Set([...knownOperatorPods, ...pods.map((p) => p.metadata?.name ?? '')]);
   return pods;
 }
 
-/** The leader's pod, from the operator's own Lease. */
+/** The operator leader's pod, remembered for the log check. */
 async function leaderPod(): Promise<V1Pod> {
-  const lease = await http.get<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${OP_NS}/leases/csi-handover-leader`);
-  const pods = await refreshOperatorPods();
-  const leader = pods.find((p) => p.metadata?.name === lease.spec?.holderIdentity);
-  if (!leader) throw new Error(`leader ${lease.spec?.holderIdentity} is not a running operator pod`);
-  return leader;
+  await refreshOperatorPods();
+  return operatorLeader(http);
 }
 
-/** csi_handover_reconciles_total summed over outcomes, scraped from the leader's /metrics on its pod IP. */
-async function reconcileCount(): Promise<number> {
-  const pod = await leaderPod();
-  const text = await (await fetch(`http://${pod.status?.podIP}:8080/metrics`)).text();
-  return text.split('\n').filter((l) => l.startsWith('csi_handover_reconciles_total{')).reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
-}
+/** csi_handover_reconciles_total summed over outcomes, from the leader's /metrics. */
+const reconcileCount = () => operatorMetric(http, 'csi_handover_reconciles_total');
