@@ -2,7 +2,7 @@
 import { createServer } from 'node:http';
 import { KubeConfig } from '@kubernetes/client-node';
 import { loadConfig } from './config.js';
-import { KubeHttp } from './kube/http.js';
+import { KubeHttp, resourceOf } from './kube/http.js';
 import { makeLogger } from './log.js';
 import { makeMetrics } from './metrics.js';
 import { Operator } from './operator.js';
@@ -19,7 +19,8 @@ const kc = new KubeConfig();
 if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
 else kc.loadFromCluster();
 const metrics = makeMetrics();
-const operator = new Operator(cfg, new KubeHttp(kc), log, metrics, (code) => process.exit(code));
+const http = new KubeHttp(kc, (verb, path, status) => metrics.apiRequests.inc({ verb, resource: resourceOf(path), code: String(status) }));
+const operator = new Operator(cfg, http, log, metrics, (code) => process.exit(code));
 
 const server = createServer((req, res) => {
   const path = (req.url ?? '/').split('?')[0];

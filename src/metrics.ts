@@ -36,6 +36,10 @@ export function makeMetrics() {
   const gatesLifted = new Counter({
     name: 'csi_handover_gates_lifted_total', help: 'Handover scheduling gates lifted, by reason', labelNames: ['reason'] as const, registers: [registry],
   });
-  return { registry, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
+  const apiRequests = new Counter({
+    name: 'csi_handover_api_requests_total', help: 'Requests the operator made to the API server (watch streams as WATCH), by verb, resource and HTTP status (0: no response)',
+    labelNames: ['verb', 'resource', 'code'] as const, registers: [registry],
+  });
+  return { registry, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;

@@ -31,8 +31,32 @@ export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError
 
 export type Query = Record<string, string | number | boolean | undefined>;
 
+/** Told about every request made (status 0: no response). For the operator's request counter. */
+export type RequestObserver = (verb: string, path: string, status: number) => void;
+
+/**
+ * The resource an API path addresses, with its subresource: `/api/v1/namespaces/a/pods/p/status` →
+ * `pods/status`, `/apis/coordination.k8s.io/v1/namespaces/a/leases` → `leases`, `/api/v1/nodes` → `nodes`.
+ */
+export function resourceOf(path: string): string {
+  const parts = path.split('?')[0]?.split('/').filter(Boolean) ?? [];
+  let rest = parts[0] === 'api' ? parts.slice(2) : parts[0] === 'apis' ? parts.slice(3) : parts;
+  if (rest[0] === 'namespaces' && rest.length >= 3) rest = rest.slice(2);
+  const [resource, , sub] = rest;
+  if (!resource) return 'unknown';
+  return sub ? `${resource}/${sub}` : resource;
+}
+
 export class KubeHttp {
-  constructor(readonly kubeConfig: KubeConfig) {}
+  constructor(
+    readonly kubeConfig: KubeConfig,
+    private readonly observer?: RequestObserver,
+  ) {}
+
+  /** Counts a request made outside `request` (a watch stream opened by an informer). */
+  observe(verb: string, path: string, status: number): void {
+    this.observer?.(verb, path, status);
+  }
 
   url(path: string, query: Query = {}): URL {
     const cluster = this.kubeConfig.getCurrentCluster();
@@ -56,13 +80,20 @@ export class KubeHttp {
       headers['content-type'] = opts.contentType ?? 'application/json';
       body = JSON.stringify(opts.body);
     }
-    const res = await fetch(url, {
-      method,
-      headers,
-      body,
-      dispatcher: ctx.getDispatcher(),
-      signal: opts.signal ?? AbortSignal.timeout(30_000),
-    });
+    let res;
+    try {
+      res = await fetch(url, {
+        method,
+        headers,
+        body,
+        dispatcher: ctx.getDispatcher(),
+        signal: opts.signal ?? AbortSignal.timeout(30_000),
+      });
+    } catch (err) {
+      this.observer?.(method, path, 0);
+      throw err;
+    }
+    this.observer?.(method, path, res.status);
     const text = await res.text();
     if (res.status >= 400) {
       let reason = res.statusText;

@@ -137,6 +137,7 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
     let events = 0;
     return new Promise<void>((resolve, reject) => {
       const watch = new Watch(this.http.kubeConfig);
+      this.http.observe('WATCH', this.opts.path, 200);
       let gone = false;
       const query = {
         resourceVersion: this.resourceVersion,

@@ -1,0 +1,21 @@
+import { describe, expect, it } from 'vitest';
+import { resourceOf } from '../../src/kube/http.js';
+
+describe('resourceOf', () => {
+  it.each([
+    ['/api/v1/namespaces/a/pods/p/status', 'pods/status'],
+    ['/api/v1/namespaces/a/pods/p', 'pods'],
+    ['/api/v1/namespaces/a/pods', 'pods'],
+    ['/api/v1/pods', 'pods'],
+    ['/api/v1/nodes/n', 'nodes'],
+    ['/api/v1/namespaces/a', 'namespaces'],
+    ['/api/v1/namespaces', 'namespaces'],
+    ['/apis/coordination.k8s.io/v1/namespaces/a/leases/l', 'leases'],
+    ['/apis/apps/v1/namespaces/a/deployments/d/scale', 'deployments/scale'],
+    ['/apis/operator.openshift.io/v1/clustercsidrivers/x/status', 'clustercsidrivers/status'],
+    ['/apis/events.k8s.io/v1/namespaces/default/events?limit=1', 'events'],
+    ['/', 'unknown'],
+  ])('%s → %s', (path, want) => {
+    expect(resourceOf(path)).toBe(want);
+  });
+});
