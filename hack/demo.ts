@@ -1,17 +1,19 @@
 // make demo: the whole story on the local cluster, with the real upstream CSI sidecars.
 //   1. Without csi-handover: change the driver's log level the way csi-operator does (rewrite --v in the
-//      controller Deployment) and measure how long every sidecar has no leader.
+//      controller Deployment) and measure how long every sidecar has no leader — and, with a storage probe
+//      submitting real work every second (PVCs, attachments, resizes, snapshots), how long each sidecar's
+//      operations stall.
 //   2. With csi-handover: install the operator, `kubectl patch clustercsidriver … logLevel`, measure again.
 //   3. Side by side, and what the operator reports in the ClusterCSIDriver.
 // DEMO_TIMINGS=upstream uses the upstream 15s/10s/5s lease timings (quicker); the default is OpenShift's
 // 137s/107s/26s, under which step 1 takes a few minutes — that is the point.
-import type { V1Deployment } from '@kubernetes/client-node';
 import { PatchType } from '../src/kube/http.js';
 import { makeLogger } from '../src/log.js';
-import { formatHandovers, measureHandovers, type Overlay, type RolloutResult, settle } from './bench/measure-rollout.js';
+import { formatHandovers, type Overlay, type RolloutResult, settle } from './bench/measure-rollout.js';
+import { type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './bench/storage-probe.js';
 import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
 import { installOperator } from './lib/operator.js';
-import { deploymentPath, waitLeasesHeldBy, waitRolloutComplete } from './lib/rollout.js';
+import { setVerbosityDirectly, waitLeasesHeldBy, waitRolloutComplete } from './lib/rollout.js';
 
 const log = makeLogger('demo', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
@@ -19,16 +21,12 @@ const timings = process.env.DEMO_TIMINGS === 'upstream' ? 'upstream' : 'openshif
 const overlay: Overlay = process.env.DEMO_REPLICAS === '1' ? `${timings}-1replica` : timings;
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 
-/** csi-operator's way of applying a log level: rewrite --v=N in every sidecar and the driver. */
-async function setVerbosityDirectly(v: number): Promise<void> {
-  const d = await http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT));
-  for (const c of d.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
-  await http.request('PUT', deploymentPath(NS, SAMPLE_DEPLOYMENT), { body: d });
-}
 
+await removeStaleProbes(http, log);
 console.log(`== 1. Without csi-handover (${overlay} timings): log level 2 → 4 by rewriting --v in the Deployment`);
 await settle(http, overlay, log);
-const without = await measureHandovers(http, overlay, log, () => setVerbosityDirectly(4));
+const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.now().toString(36)}`, () => setVerbosityDirectly(http, NS, SAMPLE_DEPLOYMENT, 4));
+const without = withoutRun.rollout;
 console.log(`${formatHandovers(without)}\n`);
 
 console.log('== 2. With csi-handover: kubectl patch clustercsidriver hostpath.csi.k8s.io --type=merge -p \'{"spec":{"logLevel":"Trace"}}\' (4 → 6)');
@@ -39,20 +37,26 @@ await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
 // The CR starts at Debug (--v=4, what step 1 left); settle, then the change under test: Debug → Trace.
 const settledPods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 480_000);
 await waitLeasesHeldBy(http, NS, Object.values(SAMPLE_LEASES), settledPods, 480_000);
-const withOp = await measureHandovers(http, overlay, log, () => kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'));
+const withRun = await probedRollout(http, overlay, log, `demo-with-${Date.now().toString(36)}`, () => kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'));
+const withOp = withRun.rollout;
 console.log(`${formatHandovers(withOp)}\n`);
 
-console.log('== 3. Side by side: time each sidecar had no leader (old leader SIGTERM → new leader)');
-const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease;
+console.log('== 3. Side by side, per sidecar: time without a leader (old leader SIGTERM → new leader), and the stall of');
+console.log('   its storage operations (the longest time none completed although one was pending)');
 /** The longest leaderless time of the lease in the rollout (a lease may move more than once). */
 const lastGap = (r: RolloutResult, lease: string) => Math.max(...r.handovers.filter((h) => h.lease === lease && h.gapMs !== undefined).map((h) => h.gapMs ?? 0));
-console.log(`  ${'sidecar'.padEnd(16)} ${'without'.padStart(9)} ${'with'.padStart(9)}  shorter by`);
-for (const lease of Object.values(SAMPLE_LEASES)) {
-  const a = lastGap(without, lease);
-  const b = lastGap(withOp, lease);
-  const fmt = (ms: number) => (Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)}s` : 'n/a');
-  console.log(`  ${sidecarOf(lease).padEnd(16)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)}  ${Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a'}`);
+const stallOf = (r: ProbedRollout, sidecar: string) => r.stats.find((k) => SIDECAR_OF_KIND[k.kind] === sidecar);
+const fmt = (ms: number | undefined) => (ms !== undefined && Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)}s` : 'n/a');
+const times = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a');
+console.log(`  ${''.padEnd(16)} ${'leaderless'.padStart(30)}   ${'storage operations stalled'.padStart(30)}`);
+console.log(`  ${'sidecar'.padEnd(16)} ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}   ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}`);
+for (const [sidecar, lease] of Object.entries(SAMPLE_LEASES)) {
+  const [a, b] = [lastGap(without, lease), lastGap(withOp, lease)];
+  const [sa, sb] = [stallOf(withoutRun, sidecar)?.stallMs, stallOf(withRun, sidecar)?.stallMs];
+  console.log(`  ${sidecar.padEnd(16)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)} ${times(a, b).padStart(10)}   ${fmt(sa).padStart(9)} ${fmt(sb).padStart(9)} ${times(sa, sb).padStart(10)}`);
 }
+const submitted = (r: ProbedRollout) => r.stats.reduce((n, k) => n + k.submitted, 0);
+console.log(`  Storage operations submitted during the rollout: ${submitted(withoutRun)} without, ${submitted(withRun)} with csi-handover; every object the probe created is deleted again.`);
 console.log(`  Deployment rollout: ${without.rolloutSeconds.toFixed(1)}s without, ${withOp.rolloutSeconds.toFixed(1)}s with csi-handover\n`);
 
 console.log('== What the operator reports');

@@ -3,13 +3,13 @@
 // from the old holder's SIGTERM to the new holder's acquisition, as observed by a Lease watch.
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
-import { deploySample, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
+import { deploySample, type SampleOverlay, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
 import { uninstallOperator } from '../lib/operator.js';
 import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
-import { type Handover, handoversFrom } from './handovers.js';
+import { type Handover, handoversFrom, type LeaseObservation } from './handovers.js';
 import { LeaseRecorder, sigtermTimes } from './recorder.js';
 
-export type Overlay = 'upstream' | 'openshift' | 'upstream-1replica' | 'openshift-1replica';
+export type Overlay = SampleOverlay;
 
 export interface RolloutResult {
   overlay: Overlay;
@@ -17,6 +17,19 @@ export interface RolloutResult {
   startedAt: string;
   rolloutSeconds: number;
   handovers: Handover[];
+  /** when every lease was held by a new pod (ms since epoch): the end of the leaderless window */
+  leasesHeldAt: number;
+  /** the old pods and when each was told to stop (SIGTERM), for timelines */
+  stops: { pod: string; at: number }[];
+  /** every Lease version seen from the trigger on, for timelines */
+  observations: LeaseObservation[];
+}
+
+/** Work to keep flowing through the rollout (a storage probe): started before the trigger, stopped after. */
+export interface DuringRollout {
+  start(): Promise<void>;
+  /** The rollout is over and every lease has a new holder. */
+  stop(): Promise<void>;
 }
 
 const leases = Object.values(SAMPLE_LEASES);
@@ -42,14 +55,16 @@ export async function measureRollout(http: KubeHttp, overlay: Overlay, log: Logg
  * Measures one rollout, whatever triggers it: waits until the Deployment has replaced every pod it had and
  * every lease is held by a new pod, then returns the handovers out of the old pods.
  */
-export async function measureHandovers(http: KubeHttp, overlay: Overlay, log: Logger, trigger: () => Promise<unknown>): Promise<RolloutResult> {
+export async function measureHandovers(http: KubeHttp, overlay: Overlay, log: Logger, trigger: () => Promise<unknown>, during?: DuringRollout): Promise<RolloutResult> {
   const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
   await waitLeasesHeldBy(http, NS, leases, before, SETTLE_MS);
   const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
   const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
   await recorder.start();
+  await during?.start();
   const startedAt = new Date();
   let rolloutSeconds: number;
+  let leasesHeldAt: number;
   try {
     log.info({ overlay, pods: [...oldPods] }, 'triggering the rollout');
     await trigger();
@@ -59,11 +74,15 @@ export async function measureHandovers(http: KubeHttp, overlay: Overlay, log: Lo
     });
     rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
     await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
+    leasesHeldAt = Date.now();
   } finally {
     recorder.stop();
+    await during?.stop();
   }
-  const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => oldPods.has(h.oldHolder));
-  return { overlay, replicas: before.length, startedAt: startedAt.toISOString(), rolloutSeconds, handovers };
+  const sigterms = await sigtermTimes(NS);
+  const handovers = handoversFrom(recorder.observations, sigterms).filter((h) => oldPods.has(h.oldHolder));
+  const stops = [...oldPods].flatMap((pod) => { const at = sigterms.get(pod); return at === undefined ? [] : [{ pod, at }]; });
+  return { overlay, replicas: before.length, startedAt: startedAt.toISOString(), rolloutSeconds, handovers, leasesHeldAt, stops, observations: recorder.observations };
 }
 
 const short = (pod: string) => pod.replace(/^csi-hostpath-controller-/, '');

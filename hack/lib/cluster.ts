@@ -86,8 +86,11 @@ export const SAMPLE_LEASES = {
   'csi-snapshotter': 'external-snapshotter-leader-hostpath-csi-k8s-io',
 } as const;
 
+/** The sample driver's overlays: lease timings, the sidecars' own release-on-exit gate, replicas. */
+export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit'}${'' | '-1replica'}`;
+
 /** Installs the snapshot CRDs, then the given overlay of the sample driver and its snapshot class. */
-export async function deploySample(overlay: 'upstream' | 'openshift' | 'upstream-1replica' | 'openshift-1replica'): Promise<void> {
+export async function deploySample(overlay: SampleOverlay): Promise<void> {
   await kubectl('apply', '-k', join(samplesDir, 'crds'));
   await kubectl('wait', '--for=condition=Established', '--timeout=60s',
     'crd/volumesnapshotclasses.snapshot.storage.k8s.io', 'crd/volumesnapshotcontents.snapshot.storage.k8s.io', 'crd/volumesnapshots.snapshot.storage.k8s.io');

@@ -68,3 +68,21 @@ export async function operatorMetric(http: KubeHttp, series: string): Promise<nu
   const matches = (line: string) => (series.includes('{') ? line.startsWith(`${series} `) : line.startsWith(`${series} `) || line.startsWith(`${series}{`));
   return text.split('\n').filter(matches).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
+
+/**
+ * The operator leader's API requests so far, from csi_handover_api_requests_total: `"<verb> <resource>"` →
+ * count (every status code summed).
+ */
+export async function operatorRequests(http: KubeHttp): Promise<Map<string, number>> {
+  const leader = await operatorLeader(http);
+  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
+  const out = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    const m = /^csi_handover_api_requests_total\{(.*)\} (\S+)$/.exec(line);
+    if (!m?.[1]) continue;
+    const labels = Object.fromEntries([...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
+    const key = `${labels.verb} ${labels.resource}`;
+    out.set(key, (out.get(key) ?? 0) + Number(m[2]));
+  }
+  return out;
+}

@@ -54,3 +54,19 @@ export function waitLeasesHeldBy(http: KubeHttp, ns: string, leases: readonly st
     return holders;
   }, 250);
 }
+
+/** The --v=N of the Deployment's first container that has one (the driver's own level). */
+export function templateVerbosity(d: V1Deployment): number | undefined {
+  for (const c of d.spec?.template.spec?.containers ?? []) {
+    const flag = (c.args ?? []).find((a) => /^--v=\d+$/.test(a));
+    if (flag) return Number(flag.slice('--v='.length));
+  }
+  return undefined;
+}
+
+/** csi-operator's way of applying a log level: rewrite --v=N in every container of the Deployment. */
+export async function setVerbosityDirectly(http: KubeHttp, ns: string, name: string, v: number): Promise<void> {
+  const d = await http.get<V1Deployment>(deploymentPath(ns, name));
+  for (const c of d.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
+  await http.request('PUT', deploymentPath(ns, name), { body: d });
+}
