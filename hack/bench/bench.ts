@@ -15,7 +15,7 @@ import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorRequests, setOperatorMode, uninstallOperator } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
-import { type GapStats, gapStats, type Handover } from './handovers.js';
+import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import type { RolloutResult } from './measure-rollout.js';
 import type { ProbeKindStats } from './probe-stats.js';
 import { PRE_ROLL_MS, type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './storage-probe.js';
@@ -190,18 +190,7 @@ async function measureRun(s: Scenario, run: number): Promise<RunResult> {
 
 function timelineLeases(r: RolloutResult, from: number, to: number): TimelineLease[] {
   return leases.map((lease) => {
-    const seen = r.observations.filter((o) => o.lease === lease).sort((a, b) => a.t - b.t);
-    const segments: TimelineLease['segments'] = [];
-    let holder = '';
-    let since = from;
-    for (const [i, o] of seen.entries()) {
-      if (o.holder === holder) continue;
-      if (holder) segments.push({ holder, from: since, to: Math.max(since, o.t) });
-      holder = o.holder;
-      // The first record seen (the watch's initial list) was already in force before the window.
-      since = i === 0 ? from : Math.max(from, o.t);
-    }
-    if (holder) segments.push({ holder, from: since, to });
+    const segments = holderSegments(r.observations, lease, from, to);
     const gaps = r.handovers.filter((h) => h.lease === lease && h.stopAt !== undefined).map((h) => ({ from: h.stopAt ?? 0, to: h.acquiredAt }));
     const sidecar = Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease;
     return { label: sidecar, segments, gaps };

@@ -71,3 +71,30 @@ export function gapStats(gapsMs: readonly number[]): GapStats | undefined {
   const rank = (p: number) => s[Math.min(s.length - 1, Math.max(0, Math.ceil((p / 100) * s.length) - 1))] ?? 0;
   return { count: s.length, p50: rank(50), p95: rank(95), max: s[s.length - 1] ?? 0 };
 }
+
+export interface HolderSegment {
+  holder: string;
+  from: number;
+  to: number;
+}
+
+/**
+ * Who held the lease when, between `from` and `to`, from what a watcher observed: one segment per holder in
+ * turn; an empty holder (a release) is no segment. The first record seen (the watch's initial list) was
+ * already in force before the window, so it starts at `from`.
+ */
+export function holderSegments(observations: readonly LeaseObservation[], lease: string, from: number, to: number): HolderSegment[] {
+  const seen = observations.filter((o) => o.lease === lease).sort((a, b) => a.t - b.t);
+  const segments: HolderSegment[] = [];
+  let holder = '';
+  let since = from;
+  for (const [i, o] of seen.entries()) {
+    if (o.holder === holder) continue;
+    const at = i === 0 ? from : Math.min(to, Math.max(from, o.t));
+    if (holder) segments.push({ holder, from: since, to: at });
+    holder = o.holder;
+    since = at;
+  }
+  if (holder && since < to) segments.push({ holder, from: since, to });
+  return segments;
+}

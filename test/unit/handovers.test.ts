@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gapStats, handoversFrom, type LeaseObservation } from '../../hack/bench/handovers.js';
+import { gapStats, handoversFrom, holderSegments, type LeaseObservation } from '../../hack/bench/handovers.js';
 
 const obs = (t: number, holder: string, lease = 'l'): LeaseObservation => ({ t, lease, holder });
 
@@ -40,5 +40,19 @@ describe('gapStats', () => {
   it('uses nearest-rank percentiles', () => {
     expect(gapStats([5, 1, 4, 2, 3])).toEqual({ count: 5, p50: 3, p95: 5, max: 5 });
     expect(gapStats([7])).toEqual({ count: 1, p50: 7, p95: 7, max: 7 });
+  });
+});
+
+describe('holderSegments', () => {
+  it.each([
+    ['one holder all along, from the window start', [obs(50, 'a'), obs(60, 'a')], [{ holder: 'a', from: 0, to: 100 }]],
+    ['a handover through a release', [obs(5, 'a'), obs(40, ''), obs(45, 'b')], [{ holder: 'a', from: 0, to: 40 }, { holder: 'b', from: 45, to: 100 }]],
+    ['a direct handover', [obs(5, 'a'), obs(30, 'b')], [{ holder: 'a', from: 0, to: 30 }, { holder: 'b', from: 30, to: 100 }]],
+    ['released and never taken', [obs(5, 'a'), obs(70, '')], [{ holder: 'a', from: 0, to: 70 }]],
+    ['empty at first, then acquired', [obs(5, ''), obs(20, 'b')], [{ holder: 'b', from: 20, to: 100 }]],
+    ['other leases ignored', [obs(5, 'a'), obs(10, 'x', 'other')], [{ holder: 'a', from: 0, to: 100 }]],
+    ['nothing observed', [], []],
+  ] as [string, LeaseObservation[], unknown[]][])('%s', (_name, observations, want) => {
+    expect(holderSegments(observations, 'l', 0, 100)).toEqual(want);
   });
 });
