@@ -7,8 +7,10 @@ import type { Logger } from 'pino';
 import { deletionCostPatch } from '../handover/deletion-cost.js';
 import { hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending } from '../handover/gate.js';
 import { podHostname, resolveHolder, sanitizeHostname } from '../handover/holder.js';
+import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
 import { formatGap, type HandoverRecord, HandoverTracker } from '../handover/measure.js';
 import { type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
+import { ObservedPods } from '../handover/observed-pods.js';
 import { provenDead } from '../handover/proven-dead.js';
 import { decideRelease, releaseRecord } from '../handover/release.js';
 import type { EventRecorder } from '../kube/events.js';
@@ -47,7 +49,11 @@ const leaseKey = (ns: string, name: string) => `lease/${ns}/${name}`;
 const workloadKey = (ns: string, name: string) => `workload/${ns}/${name}`;
 
 export class HandoverController {
-  private readonly observed = new Map<string, ObservedPod>();
+  // Indexes kept from the informers' events, so one event costs work in proportion to what it touches:
+  // observed pods by namespace and node, leases by holder, and the nodes by name.
+  private readonly observed = new ObservedPods();
+  private readonly leaseHolders = new LeaseHolderIndex();
+  private readonly nodes = new Map<string, V1Node>();
   private readonly tracker = new HandoverTracker();
   private readonly reports = new Map<string, LeaseHandoverReport>();
   private readonly refusalsCounted = new Set<string>();
@@ -68,9 +74,17 @@ export class HandoverController {
       },
       onDone: (_k, _ms, outcome) => d.metrics.reconciles.inc({ controller: 'handover', outcome }),
     });
+    for (const l of d.leases.list()) this.leaseHolders.set(l);
+    for (const n of d.nodes.list()) this.nodes.set(n.metadata?.name ?? '', n);
     d.pods.on('add', (p) => this.podSeen(p)).on('update', (p) => this.podSeen(p)).on('delete', (p) => this.podGone(p));
-    d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l, old) => this.leaseSeen(l, old));
-    d.nodes.on('update', (n) => this.nodeChanged(n));
+    d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l, old) => this.leaseSeen(l, old)).on('delete', (l) => this.leaseHolders.delete(l));
+    d.nodes
+      .on('add', (n) => this.nodes.set(n.metadata?.name ?? '', n))
+      .on('update', (n) => {
+        this.nodes.set(n.metadata?.name ?? '', n);
+        this.nodeChanged(n);
+      })
+      .on('delete', (n) => this.nodes.delete(n.metadata?.name ?? ''));
   }
 
   /** Only the leader acts; every replica observes, so a new leader starts with warm state. */
@@ -119,12 +133,8 @@ export class HandoverController {
   private podChanged(pod: V1Pod): void {
     const ns = pod.metadata?.namespace ?? '';
     const host = podHostname(pod);
-    const identity = host ? sanitizeHostname(host) : undefined;
-    for (const l of this.d.leases.list()) {
-      if (l.metadata?.namespace !== ns) continue;
-      const holder = l.spec?.holderIdentity ?? '';
-      if (identity && (holder === identity || holder.startsWith(`${identity}_`))) this.enqueue(leaseKey(ns, l.metadata?.name ?? ''));
-    }
+    // The leases this pod may hold: holder `<identity>` or `<identity>_<suffix>`.
+    if (host) for (const name of this.leaseHolders.heldBy(ns, sanitizeHostname(host))) this.enqueue(leaseKey(ns, name));
     const dep = this.deploymentOf(pod);
     if (dep) this.enqueue(workloadKey(ns, dep.metadata?.name ?? ''));
     // Fail open: our gate on a pod of a workload we no longer manage (label removed) is lifted at once.
@@ -132,10 +142,11 @@ export class HandoverController {
   }
 
   private nodeChanged(node: V1Node): void {
-    for (const o of this.observed.values()) if (o.pod.spec?.nodeName === node.metadata?.name) this.podChanged(o.pod);
+    for (const o of this.observed.onNode(node.metadata?.name)) this.podChanged(o.pod);
   }
 
   private leaseSeen(lease: V1Lease, old?: V1Lease): void {
+    this.leaseHolders.set(lease);
     const ns = lease.metadata?.namespace ?? '';
     const name = lease.metadata?.name ?? '';
     const holder = typeof lease.spec?.holderIdentity === 'string' ? lease.spec.holderIdentity : '';
@@ -145,15 +156,14 @@ export class HandoverController {
     // Leadership moved: the new holder's workload re-checks deletion costs and gates. Renewals (most
     // lease events) change nothing there, so they skip the holder lookup.
     if (holder && holder !== old?.spec?.holderIdentity) {
-      const r = resolveHolder(holder, this.managedPodsIn(ns), this.nodeMap());
+      const r = resolveHolder(holder, this.managedPodsIn(ns), this.nodes);
       const dep = r.kind === 'pod' ? this.deploymentOf(r.pod.pod) : undefined;
       if (dep) this.enqueue(workloadKey(ns, dep.metadata?.name ?? ''));
     }
   }
 
   private dropOldTombstones(): void {
-    const cutoff = this.now() - TOMBSTONE_TTL_MS;
-    for (const [uid, o] of this.observed) if (o.gone && (o.goneAt ?? 0) < cutoff) this.observed.delete(uid);
+    this.observed.dropGoneBefore(this.now() - TOMBSTONE_TTL_MS);
     this.tracker.prune();
   }
 
@@ -166,11 +176,13 @@ export class HandoverController {
   /** Observed pods (tombstones included) of every managed Deployment in the namespace. */
   private managedPodsIn(ns: string): ObservedPod[] {
     const deps = this.d.deployments().filter((dep) => dep.metadata?.namespace === ns);
-    return [...this.observed.values()].filter((o) => o.pod.metadata?.namespace === ns && deps.some((dep) => selects(dep, o.pod)));
+    if (deps.length === 0) return [];
+    return this.observed.inNamespace(ns).filter((o) => deps.some((dep) => selects(dep, o.pod)));
   }
 
-  private nodeMap(): Map<string, V1Node> {
-    return new Map(this.d.nodes.list().map((n) => [n.metadata?.name ?? '', n]));
+  /** The leases of the namespace, from the informer's cache. */
+  private leasesIn(ns: string): V1Lease[] {
+    return this.leaseHolders.inNamespace(ns).flatMap((name) => this.d.leases.get(`${ns}/${name}`) ?? []);
   }
 
   // ---- reconcile ----
@@ -199,11 +211,10 @@ export class HandoverController {
     if (!lease) return;
     const pods = this.managedPodsIn(ns);
     if (pods.length === 0) return;
-    const nodes = this.nodeMap();
-    const decision = decideRelease(lease, pods, nodes, this.now());
+    const decision = decideRelease(lease, pods, this.nodes, this.now());
     const log = this.d.log.child({ lease: `${ns}/${name}` });
     if (decision.action === 'none') {
-      this.countRefusal(lease, decision.reason, decision.message, pods, nodes, log);
+      this.countRefusal(lease, decision.reason, decision.message, pods, this.nodes, log);
       return;
     }
     // Decide again on the freshest record, and write only if the holder is still the dead identity.
@@ -215,7 +226,7 @@ export class HandoverController {
       if (isNotFound(err)) return;
       throw err;
     }
-    const again = decideRelease(fresh, pods, nodes, this.now());
+    const again = decideRelease(fresh, pods, this.nodes, this.now());
     if (again.action !== 'release' || again.holder !== decision.holder || !fresh.spec) return;
     this.tracker.operatorReleasing(`${ns}/${name}`);
     try {
@@ -258,18 +269,17 @@ export class HandoverController {
     const dep = this.d.deployments().find((x) => x.metadata?.namespace === ns && x.metadata?.name === name);
     if (!dep) return;
     const log = this.d.log.child({ workload: `${ns}/${name}` });
-    const nodes = this.nodeMap();
-    const observed = [...this.observed.values()].filter((o) => o.pod.metadata?.namespace === ns && selects(dep, o.pod));
+    const observed = this.observed.inNamespace(ns).filter((o) => selects(dep, o.pod));
     const held = new Map<string, string[]>(); // pod uid → leases it holds
     const pending: string[] = [];
-    for (const l of this.d.leases.list()) {
-      if (l.metadata?.namespace !== ns || !l.spec?.holderIdentity) continue;
-      const r = resolveHolder(l.spec.holderIdentity, observed, nodes);
+    for (const l of this.leasesIn(ns)) {
+      if (!l.spec?.holderIdentity) continue;
+      const r = resolveHolder(l.spec.holderIdentity, observed, this.nodes);
       if (r.kind !== 'pod') continue;
       const uid = r.pod.pod.metadata?.uid ?? '';
       held.set(uid, [...(held.get(uid) ?? []), l.metadata?.name ?? '']);
       const terminating = r.pod.gone || !!r.pod.pod.metadata?.deletionTimestamp;
-      if (terminating && !provenDead(r.pod, nodes).dead) pending.push(`${ns}/${l.metadata?.name} ← ${r.pod.pod.metadata?.name}`);
+      if (terminating && !provenDead(r.pod, this.nodes).dead) pending.push(`${ns}/${l.metadata?.name} ← ${r.pod.pod.metadata?.name}`);
     }
     let requeue: number | undefined;
     for (const o of observed) {
@@ -325,9 +335,8 @@ export class HandoverController {
 
   private async reportHandover(h: HandoverRecord, ns: string): Promise<void> {
     const pods = this.managedPodsIn(ns);
-    const nodes = this.nodeMap();
-    const r = resolveHolder(h.oldHolder, pods, nodes);
-    const n = resolveHolder(h.newHolder, pods, nodes);
+    const r = resolveHolder(h.oldHolder, pods, this.nodes);
+    const n = resolveHolder(h.newHolder, pods, this.nodes);
     const pod = n.kind === 'pod' ? n.pod.pod : r.kind === 'pod' ? r.pod.pod : undefined;
     const dep = pod ? this.deploymentOf(pod) : undefined;
     const driver = dep?.metadata?.labels?.[DRIVER_LABEL];

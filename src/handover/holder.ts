@@ -33,11 +33,16 @@ function describe(pods: readonly ObservedPod[]): string {
   return pods.map((p) => `${podRef(p.pod)}${p.gone ? ' (deleted)' : ''}`).join(', ');
 }
 
+/** The hostname a holderIdentity names: all of it, or — client-go style `<hostname>_<suffix>` — what precedes the first '_'. */
+export function holderHostname(holderIdentity: string): string {
+  // '_' never survives sanitising, so the first one ends the hostname.
+  const cut = holderIdentity.indexOf('_');
+  return cut === -1 ? holderIdentity : holderIdentity.slice(0, cut);
+}
+
 export function resolveHolder(holderIdentity: string, pods: readonly ObservedPod[], nodes: ReadonlyMap<string, V1Node>): HolderResolution {
   if (holderIdentity === '') return { kind: 'none' };
-  // client-go style `<hostname>_<suffix>`: '_' never survives sanitising, so the first one ends the hostname.
-  const cut = holderIdentity.indexOf('_');
-  const hostname = cut === -1 ? holderIdentity : holderIdentity.slice(0, cut);
+  const hostname = holderHostname(holderIdentity);
 
   const byPodHostname = pods.filter((p) => {
     const own = podHostname(p.pod);
@@ -75,6 +80,6 @@ export function resolveHolder(holderIdentity: string, pods: readonly ObservedPod
         : `holder '${holderIdentity}' matches none of the ${pods.length} observed pods`,
     };
   }
-  const via = onNode.length > 0 ? 'host-network-node' : cut === -1 ? 'pod-name' : 'pod-name-suffix';
+  const via = onNode.length > 0 ? 'host-network-node' : hostname === holderIdentity ? 'pod-name' : 'pod-name-suffix';
   return { kind: 'pod', pod: only, via };
 }

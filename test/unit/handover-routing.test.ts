@@ -1,0 +1,124 @@
+// The handover engine's event routing: which reconcile keys an observed change leads to. The indexes must
+// find exactly what a scan of every lease and pod would, and no more.
+import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import { pino } from 'pino';
+import { describe, expect, it, vi } from 'vitest';
+import { HandoverController } from '../../src/controller/handover.js';
+import type { EventRecorder } from '../../src/kube/events.js';
+import type { KubeHttp } from '../../src/kube/http.js';
+import { type Handler, type InformerEvent, type InformerView, keyOf } from '../../src/kube/informer.js';
+import type { Metrics } from '../../src/metrics.js';
+
+/** An informer cache fed by hand: updates the cache, then tells the handlers, as the real one does. */
+class FakeInformer<T extends V1Pod | V1Lease | V1Node> implements InformerView<T> {
+  private readonly cache = new Map<string, T>();
+  private readonly handlers: Record<InformerEvent, Handler<T>[]> = { add: [], update: [], delete: [] };
+  on(event: InformerEvent, handler: Handler<T>): this {
+    this.handlers[event].push(handler);
+    return this;
+  }
+  get(key: string): T | undefined {
+    return this.cache.get(key);
+  }
+  list(): T[] {
+    return [...this.cache.values()];
+  }
+  put(obj: T): void {
+    const old = this.cache.get(keyOf(obj));
+    this.cache.set(keyOf(obj), obj);
+    for (const h of this.handlers[old ? 'update' : 'add']) h(obj, old);
+  }
+  remove(obj: T): void {
+    this.cache.delete(keyOf(obj));
+    for (const h of this.handlers.delete) h(obj);
+  }
+}
+
+const lease = (ns: string, name: string, holderIdentity: string): V1Lease => ({ metadata: { namespace: ns, name, resourceVersion: holderIdentity }, spec: { holderIdentity } });
+const pod = (ns: string, name: string, node: string, app = 'ctrl'): V1Pod => ({
+  metadata: { namespace: ns, name, uid: `${ns}-${name}`, labels: { app } }, spec: { nodeName: node, containers: [{ name: 'c' }] },
+});
+const node = (name: string, ready: string): V1Node => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status: ready }] } });
+const deployment = (ns: string): V1Deployment => ({ metadata: { namespace: ns, name: 'ctrl' }, spec: { selector: { matchLabels: { app: 'ctrl' } }, template: {} } });
+
+function setup() {
+  const leases = new FakeInformer<V1Lease>();
+  const pods = new FakeInformer<V1Pod>();
+  const nodes = new FakeInformer<V1Node>();
+  nodes.put(node('n1', 'True'));
+  nodes.put(node('n2', 'True'));
+  const c = new HandoverController({
+    http: {} as KubeHttp, metrics: {} as Metrics, events: {} as EventRecorder, log: pino({ level: 'silent' }),
+    leases, pods, nodes, deployments: () => [deployment('a'), deployment('b')], gateTimeoutMs: 60_000, onHandover: () => undefined,
+  });
+  vi.spyOn(c.queue, 'start').mockImplementation(() => undefined);
+  const added = vi.spyOn(c.queue, 'add').mockImplementation(() => undefined);
+  c.start();
+  const keys = (): string[] => {
+    const k = [...new Set(added.mock.calls.map(([key]) => key))].sort();
+    added.mockClear();
+    return k;
+  };
+  keys();
+  return { leases, pods, nodes, keys };
+}
+
+describe('HandoverController routing', () => {
+  it('a pod change reaches the leases it holds (plain and client-go identities), in its namespace only, and its workload', () => {
+    const { leases, pods, keys } = setup();
+    leases.put(lease('a', 'provisioner', 'ctrl-1'));
+    leases.put(lease('a', 'attacher', 'ctrl-1_8c1f'));
+    leases.put(lease('a', 'resizer', 'ctrl-10'));
+    leases.put(lease('b', 'provisioner', 'ctrl-1'));
+    keys();
+    pods.put(pod('a', 'ctrl-1', 'n1'));
+    expect(keys()).toEqual(['lease/a/attacher', 'lease/a/provisioner', 'workload/a/ctrl']);
+  });
+
+  it('follows leases as they change hands and disappear', () => {
+    const { leases, pods, keys } = setup();
+    leases.put(lease('a', 'provisioner', 'ctrl-1'));
+    leases.put(lease('a', 'provisioner', 'ctrl-2'));
+    keys();
+    pods.put(pod('a', 'ctrl-1', 'n1'));
+    expect(keys()).toEqual(['workload/a/ctrl']);
+    pods.put(pod('a', 'ctrl-2', 'n1'));
+    expect(keys()).toEqual(['lease/a/provisioner', 'workload/a/ctrl']);
+    leases.remove(lease('a', 'provisioner', 'ctrl-2'));
+    pods.put({ ...pod('a', 'ctrl-2', 'n1'), status: { phase: 'Running' } });
+    expect(keys()).toEqual(['workload/a/ctrl']);
+  });
+
+  it('a deleted pod (tombstone) still reaches its leases', () => {
+    const { leases, pods, keys } = setup();
+    leases.put(lease('a', 'provisioner', 'ctrl-1'));
+    pods.put(pod('a', 'ctrl-1', 'n1'));
+    keys();
+    pods.remove(pod('a', 'ctrl-1', 'n1'));
+    expect(keys()).toEqual(['lease/a/provisioner', 'workload/a/ctrl']);
+  });
+
+  it('a node change reaches the pods on that node only, and their leases', () => {
+    const { leases, pods, nodes, keys } = setup();
+    leases.put(lease('a', 'provisioner', 'ctrl-1'));
+    leases.put(lease('b', 'provisioner', 'ctrl-2'));
+    pods.put(pod('a', 'ctrl-1', 'n1'));
+    pods.put(pod('b', 'ctrl-2', 'n2'));
+    keys();
+    nodes.put(node('n1', 'False'));
+    expect(keys()).toEqual(['lease/a/provisioner', 'workload/a/ctrl']);
+  });
+
+  it('a new holder of a lease re-checks its workload (deletion cost); a renewal does not', () => {
+    const { leases, pods, keys } = setup();
+    pods.put(pod('a', 'ctrl-1', 'n1'));
+    pods.put(pod('a', 'other', 'n1', 'unmanaged'));
+    keys();
+    leases.put(lease('a', 'provisioner', 'ctrl-1'));
+    expect(keys()).toEqual(['lease/a/provisioner', 'workload/a/ctrl']);
+    leases.put({ ...lease('a', 'provisioner', 'ctrl-1'), metadata: { namespace: 'a', name: 'provisioner', resourceVersion: 'renewed' } });
+    expect(keys()).toEqual(['lease/a/provisioner']);
+    leases.put(lease('a', 'provisioner', 'other')); // a pod of no managed workload
+    expect(keys()).toEqual(['lease/a/provisioner']);
+  });
+});
