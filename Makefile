@@ -6,7 +6,7 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench-baseline bench-failover typecheck build clean
+.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-scale typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
@@ -14,8 +14,10 @@ help:
 	@echo "make test-unit       tests that need no cluster (seconds)"
 	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
 	@echo "make cluster-up|cluster-down   the local control plane and node agent"
+	@echo "make bench           every way of handing over × timings × replicas: gaps, rollout, storage stalls (BENCH_RUNS)"
 	@echo "make bench-baseline  rollout handover gaps without csi-handover"
 	@echo "make bench-failover  the operator's own leader failover, graceful and crash"
+	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
 
 deps: .local/.deps-ok
 .local/.deps-ok: package.json package-lock.json hack/deps.sh
@@ -52,12 +54,20 @@ cluster-down:
 demo: deps bins
 	hack/demo.sh
 
+bench: deps bins
+	hack/cluster.sh up
+	npx tsx hack/bench/bench.ts
+
 bench-baseline: deps bins
 	hack/bench/baseline.sh
 
 bench-failover: deps bins
 	hack/cluster.sh up
 	npx tsx hack/bench/failover.ts
+
+bench-scale: deps bins
+	hack/cluster.sh up
+	npx tsx hack/bench/scale.ts
 
 clean:
 	hack/cluster.sh wipe || true

@@ -1,6 +1,7 @@
 // The node agent: plays the kubelet for a few nodes on this machine. It registers the nodes and keeps
-// their heartbeats, runs the pods bound to them as local processes (PodWorker), reports pod status, and
-// finishes graceful deletions by deleting the pod object, as the kubelet does.
+// their heartbeats, runs the pods bound to them as local processes (PodWorker) — or, for benchmarks, as
+// pods without processes (VirtualPod) — reports pod status, and finishes graceful deletions by deleting the
+// pod object, as the kubelet does.
 import { appendFileSync, mkdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { join } from 'node:path';
@@ -11,6 +12,7 @@ import { Informer } from '../../src/kube/informer.js';
 import type { ImageMap } from './container-spec.js';
 import { podStatus, toWire } from './pod-status.js';
 import { type AgentEvent, PodWorker } from './pod-worker.js';
+import { isVirtualPod, VirtualPod } from './virtual-pod.js';
 
 export interface AgentConfig {
   nodes: string[];
@@ -20,6 +22,10 @@ export interface AgentConfig {
   images: ImageMap;
   csiDrivers: string[];
   controlPort: number;
+  /** First two octets of the pod IPs (`127.1` → 127.1.x.y), so two local clusters' pods never share an address. */
+  podNetwork: string;
+  /** Pods each node admits (status.allocatable.pods). */
+  maxPods: number;
   leaseIntervalMs: number;
   restartBackoff: { baseMs: number; maxMs: number };
 }
@@ -34,9 +40,11 @@ interface NodeState {
 
 const podKey = (p: V1Pod): string => `${p.metadata?.namespace}/${p.metadata?.name}`;
 
+type PodRunner = PodWorker | VirtualPod;
+
 export class NodeAgent {
   private readonly nodes = new Map<string, NodeState>();
-  private readonly workers = new Map<string, PodWorker>();
+  private readonly workers = new Map<string, PodRunner>();
   private readonly statusQueued = new Set<string>();
   private readonly statusChains = new Map<string, Promise<void>>();
   private readonly events: AgentEvent[] = [];
@@ -111,7 +119,7 @@ export class NodeAgent {
       const prev = existing.status?.conditions?.find((p) => p.type === c.type);
       return prev && prev.status === c.status && prev.lastTransitionTime ? { ...c, lastTransitionTime: prev.lastTransitionTime } : c;
     };
-    const resources = { cpu: '8', memory: '32Gi', pods: '250', 'ephemeral-storage': '100Gi' };
+    const resources = { cpu: '8', memory: '32Gi', pods: String(this.cfg.maxPods), 'ephemeral-storage': '100Gi' };
     await this.http.patch(`/api/v1/nodes/${name}/status`, {
       status: {
         capacity: resources,
@@ -222,6 +230,14 @@ export class NodeAgent {
       return;
     }
     if (pod.status?.phase === 'Succeeded' || pod.status?.phase === 'Failed') return;
+    if (!worker && isVirtualPod(pod)) {
+      const virtual = new VirtualPod(pod, {
+        node: node.name, hostIP: '127.0.0.1', podIP: this.podIPFor(pod), record: (e) => this.record(e), changed: () => this.queueStatus(virtual),
+      });
+      this.workers.set(uid, virtual);
+      void virtual.start();
+      return;
+    }
     if (!worker) {
       worker = new PodWorker(pod, {
         node: node.name,
@@ -250,12 +266,21 @@ export class NodeAgent {
 
   /**
    * Pods share the host's network namespace, but each non-hostNetwork pod gets its own loopback address
-   * (127.1.x.y) to bind to, so two replicas of a pod can listen on the same port, as with real pod IPs.
+   * (127.1.x.y by default) to bind to, so two replicas of a pod can listen on the same port, as with real pod IPs.
    */
   private podIPFor(pod: V1Pod): string {
     if (pod.spec?.hostNetwork) return '127.0.0.1';
+    // A pod restarted after an agent restart keeps its address: the API refuses a second IP of the same
+    // family in status.podIPs, and the status (terminations included) would never be written again.
+    const prefix = `${this.cfg.podNetwork}.`;
+    const had = pod.status?.podIP;
+    if (had?.startsWith(prefix)) {
+      const [x, y] = had.slice(prefix.length).split('.').map(Number);
+      if (x !== undefined && y !== undefined) this.nextPodIP = Math.max(this.nextPodIP, x * 250 + (y - 2) + 1);
+      return had;
+    }
     const n = this.nextPodIP++;
-    return `127.1.${Math.floor(n / 250) % 250}.${(n % 250) + 2}`;
+    return `${this.cfg.podNetwork}.${Math.floor(n / 250) % 250}.${(n % 250) + 2}`;
   }
 
   /** The pod object is gone (force deletion, or removed while we were partitioned): stop what still runs. */
@@ -284,7 +309,7 @@ export class NodeAgent {
     }
   }
 
-  private queueStatus(worker: PodWorker): void {
+  private queueStatus(worker: PodRunner): void {
     if (this.statusQueued.has(worker.uid)) return;
     this.statusQueued.add(worker.uid);
     setImmediate(() => {
@@ -297,7 +322,7 @@ export class NodeAgent {
    * Status writes of one pod are serialised, each computed when it is sent, as the kubelet's status manager
    * does: concurrent patches could land out of order and regress a terminated container to running.
    */
-  private pushStatus(worker: PodWorker): Promise<void> {
+  private pushStatus(worker: PodRunner): Promise<void> {
     const previous = this.statusChains.get(worker.uid) ?? Promise.resolve();
     const next = previous.then(() => this.sendStatus(worker));
     this.statusChains.set(worker.uid, next);
@@ -307,7 +332,7 @@ export class NodeAgent {
     return next;
   }
 
-  private async sendStatus(worker: PodWorker): Promise<void> {
+  private async sendStatus(worker: PodRunner): Promise<void> {
     const pod = worker.pod;
     const node = this.nodes.get(pod.spec?.nodeName ?? '');
     if (!node || node.partitioned || this.shuttingDown) return;

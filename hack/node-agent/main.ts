@@ -1,6 +1,8 @@
 // Entry point of the node agent (see agent.ts). Flags:
 //   --kubeconfig F --bin-dir D --state-dir D --images F [--nodes node-1,node-2] [--csi-drivers a,b]
-//   [--control-port 20280] [--lease-interval-ms 10000] [--restart-backoff-ms 10000]
+//   [--control-port 20280] [--pod-network 127.1] [--max-pods 5000] [--lease-interval-ms 10000] [--restart-backoff-ms 10000]
+// NODE_AGENT_PORT, NODE_AGENT_POD_NETWORK and NODE_AGENT_MAX_PODS set the defaults of the flags they name,
+// so a second local cluster (its own ports and pod addresses) or a scale benchmark needs no other change.
 import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -19,6 +21,8 @@ const { values } = parseArgs({
     nodes: { type: 'string', default: 'node-1,node-2' },
     'csi-drivers': { type: 'string', default: 'hostpath.csi.k8s.io' },
     'control-port': { type: 'string', default: process.env.NODE_AGENT_PORT ?? '20280' },
+    'pod-network': { type: 'string', default: process.env.NODE_AGENT_POD_NETWORK ?? '127.1' },
+    'max-pods': { type: 'string', default: process.env.NODE_AGENT_MAX_PODS ?? '5000' },
     'lease-interval-ms': { type: 'string', default: '10000' },
     'restart-backoff-ms': { type: 'string', default: '10000' },
   },
@@ -32,6 +36,8 @@ const Flags = z.object({
   nodes: z.string().transform((s) => s.split(',').filter(Boolean)),
   'csi-drivers': z.string().transform((s) => s.split(',').filter(Boolean)),
   'control-port': z.coerce.number().int().positive(),
+  'pod-network': z.string().regex(/^127\.(25[0-5]|2[0-4]\d|1?\d?\d)$/, 'two octets in 127.0.0.0/8, e.g. 127.1'),
+  'max-pods': z.coerce.number().int().positive(),
   'lease-interval-ms': z.coerce.number().int().positive(),
   'restart-backoff-ms': z.coerce.number().int().positive(),
 });
@@ -57,6 +63,8 @@ const agent = new NodeAgent(
     images,
     csiDrivers: flags['csi-drivers'],
     controlPort: flags['control-port'],
+    podNetwork: flags['pod-network'],
+    maxPods: flags['max-pods'],
     leaseIntervalMs: flags['lease-interval-ms'],
     restartBackoff: { baseMs: flags['restart-backoff-ms'], maxMs: 300_000 },
   },
