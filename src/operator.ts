@@ -8,7 +8,7 @@ import { type DriverContext, DRIVER_LABEL, reconcileDriver, type Workload } from
 import { HandoverController } from './controller/handover.js';
 import { EventRecorder } from './kube/events.js';
 import type { KubeHttp } from './kube/http.js';
-import { Informer, type InformerView, keyOf } from './kube/informer.js';
+import { Informer, type InformerView, keyOf, withoutManagedFields } from './kube/informer.js';
 import { WorkQueue } from './kube/workqueue.js';
 import { LeaderElector } from './leaderelection/elector.js';
 import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
@@ -41,10 +41,11 @@ export class Operator {
     for (const scope of scopes) {
       this.deployments.push(new Informer<V1Deployment>(http, { path: `/apis/apps/v1${scope}/deployments`, labelSelector: DRIVER_LABEL, log }));
       this.daemonSets.push(new Informer<V1DaemonSet>(http, { path: `/apis/apps/v1${scope}/daemonsets`, labelSelector: DRIVER_LABEL, log }));
-      this.leases.push(new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1${scope}/leases`, log }));
-      this.pods.push(new Informer<V1Pod>(http, { path: `/api/v1${scope}/pods`, log }));
+      // Leases, pods and nodes are many, and only read (or patched): cached without their managedFields.
+      this.leases.push(new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1${scope}/leases`, log, transform: withoutManagedFields }));
+      this.pods.push(new Informer<V1Pod>(http, { path: `/api/v1${scope}/pods`, log, transform: withoutManagedFields }));
     }
-    this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log });
+    this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log, transform: withoutManagedFields });
     this.handover = new HandoverController({
       http, log: log.child({ controller: 'handover' }), metrics,
       events: new EventRecorder(http, log, cfg.identity),

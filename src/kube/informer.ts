@@ -17,6 +17,17 @@ export interface InformerOptions {
   log: Logger;
   /** Backoff after a failed list or watch: initial and maximum delay in ms. */
   backoff?: { initialMs: number; maxMs: number };
+  /** Applied to every object before it is cached and handed out, e.g. to drop fields nobody reads. */
+  transform?: <O extends KubernetesObject>(obj: O) => O;
+}
+
+/**
+ * Drops metadata.managedFields — often a third of a Pod's size — from an object only ever read and patched,
+ * never written back whole (controller-runtime's TransformStripManagedFields, for the same reason).
+ */
+export function withoutManagedFields<O extends KubernetesObject>(obj: O): O {
+  if (obj.metadata?.managedFields) delete obj.metadata.managedFields;
+  return obj;
 }
 
 export const keyOf = (o: KubernetesObject): string =>
@@ -114,7 +125,8 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
     }
   }
 
-  private store(obj: T): void {
+  private store(received: T): void {
+    const obj = this.opts.transform ? this.opts.transform(received) : received;
     const key = keyOf(obj);
     const old = this.cache.get(key);
     if (old && old.metadata?.resourceVersion === obj.metadata?.resourceVersion) return;
