@@ -65,7 +65,7 @@ bench-failover: deps bins
 	hack/cluster.sh up
 	npx tsx hack/bench/failover.ts
 
-bench-scale: deps bins
+bench-scale: deps bins build
 	hack/cluster.sh up
 	npx tsx hack/bench/scale.ts
 

@@ -20,7 +20,7 @@ import { Informer } from '../../src/kube/informer.js';
 import { acquiredRecord, LeaseRecord, microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
 import { VIRTUAL_POD_ANNOTATION } from '../node-agent/virtual-pod.js';
-import { clusterHttp, localDir, waitFor } from '../lib/cluster.js';
+import { clusterHttp, kubectl, localDir, waitFor } from '../lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../lib/operator.js';
 import { rolloutRestart, waitRolloutComplete } from '../lib/rollout.js';
 import { countQuantity, metricSum, type PlannedLease, parseMetrics, percentile, planLeases, type Point, type Sample, slope, thirds } from './scale-stats.js';
@@ -120,6 +120,15 @@ async function cleanUp(): Promise<void> {
     last = left;
     return left === 0;
   }, 2_000);
+}
+
+/**
+ * The operator on the tsc output (hack/operator-entrypoint.sh, CSI_HANDOVER_RUN=compiled; make bench-scale
+ * builds it first), or back on the sources — what the tests and other benchmarks run.
+ */
+async function runCompiled(on: boolean): Promise<void> {
+  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', on ? 'CSI_HANDOVER_RUN=compiled' : 'CSI_HANDOVER_RUN-');
+  await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
 }
 
 /** The nodes must admit every pod: the node agent's --max-pods (NODE_AGENT_MAX_PODS), per node. */
@@ -441,8 +450,9 @@ async function main(): Promise<void> {
     + `${params.SCALE_MINUTES} min of handovers every ${params.SCALE_HANDOVER_INTERVAL_MS} ms, renewals every ${params.SCALE_RENEW_SECONDS}s`);
   await cleanUp();
   const nodes = await checkCapacity();
-  say('installing the operator, and restarting it so every run starts from a fresh process');
+  say('installing the operator, and restarting it on the compiled JavaScript (as the image runs it) so every run starts from a fresh process');
   await installOperator(http);
+  await runCompiled(true);
   await rolloutRestart(http, OPERATOR_NAMESPACE, 'csi-handover');
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   const idle = await waitFor('the new operator leader’s metrics', 120_000, () => scrape(), 1_000);
@@ -512,6 +522,7 @@ async function main(): Promise<void> {
     leases.stop();
     if (params.SCALE_KEEP === '1') say('SCALE_KEEP=1: leaving the bench namespaces and ClusterCSIDrivers in place');
     else await cleanUp();
+    await runCompiled(false);
   }
 }
 
