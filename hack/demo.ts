@@ -9,11 +9,11 @@
 // 137s/107s/26s, under which step 1 takes a few minutes — that is the point.
 import { PatchType } from '../src/kube/http.js';
 import { makeLogger } from '../src/log.js';
-import { formatHandovers, type Overlay, type RolloutResult, settle } from './bench/measure-rollout.js';
+import { formatHandovers, type Overlay, type RolloutResult, settle, waitSettled } from './bench/measure-rollout.js';
 import { type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './bench/storage-probe.js';
 import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
-import { installOperator } from './lib/operator.js';
-import { setVerbosityDirectly, waitLeasesHeldBy, waitRolloutComplete } from './lib/rollout.js';
+import { installOperator, setOperatorMode } from './lib/operator.js';
+import { setVerbosityDirectly } from './lib/rollout.js';
 
 const log = makeLogger('demo', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
@@ -31,12 +31,12 @@ console.log(`${formatHandovers(without)}\n`);
 
 console.log('== 2. With csi-handover: kubectl patch clustercsidriver hostpath.csi.k8s.io --type=merge -p \'{"spec":{"logLevel":"Trace"}}\' (4 → 6)');
 await installOperator(http);
+await setOperatorMode(http, 'standalone'); // whatever an earlier benchmark left
 await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
   apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Debug' },
 } }).catch(() => http.patch(crPath, { spec: { managementState: 'Managed', logLevel: 'Debug' } }, PatchType.merge));
 // The CR starts at Debug (--v=4, what step 1 left); settle, then the change under test: Debug → Trace.
-const settledPods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 480_000);
-await waitLeasesHeldBy(http, NS, Object.values(SAMPLE_LEASES), settledPods, 480_000);
+await waitSettled(http);
 const withRun = await probedRollout(http, overlay, log, `demo-with-${Date.now().toString(36)}`, () => kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'));
 const withOp = withRun.rollout;
 console.log(`${formatHandovers(withOp)}\n`);

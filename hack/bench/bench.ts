@@ -10,13 +10,13 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../../src/handover/gate.js';
-import { type KubeHttp, PatchType } from '../../src/kube/http.js';
+import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorRequests, setOperatorMode, uninstallOperator } from '../lib/operator.js';
-import { deploymentPath, setVerbosityDirectly, templateVerbosity, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
+import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
-import type { RolloutResult } from './measure-rollout.js';
+import { type RolloutResult, waitSettled } from './measure-rollout.js';
 import type { ProbeKindStats } from './probe-stats.js';
 import { PRE_ROLL_MS, type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './storage-probe.js';
 import { renderTimeline, type TimelineLease } from './timeline-svg.js';
@@ -31,7 +31,6 @@ const runs = Number(process.env.BENCH_RUNS ?? 1);
 const outDir = join(localDir, 'bench');
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 const leases = Object.values(SAMPLE_LEASES);
-const SETTLE_MS = 8 * 60_000;
 const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
 
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
@@ -110,13 +109,7 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
       return v !== undefined && LEVELS[v] === cr.spec?.logLevel;
     });
   }
-  const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
-  await waitLeasesHeldBy(http, NS, leases, pods, SETTLE_MS);
-  // The snapshot controller (its own Deployment, scaled with the overlay) must lead too, or the probe's
-  // snapshots would wait for its handover instead of csi-snapshotter's.
-  const snapshotControllers = await waitRolloutComplete(http, NS, 'snapshot-controller', SETTLE_MS);
-  await waitLeasesHeldBy(http, NS, ['snapshot-controller-leader'], snapshotControllers, SETTLE_MS);
-  return pods;
+  return waitSettled(http);
 }
 
 /** The log-level change: through the CR for standalone; for the others, as csi-operator does it, in the template. */

@@ -1,6 +1,7 @@
 // One measured rollout of the sample driver: deploy (or re-configure) an overlay, let it settle, restart
 // the controller Deployment as `kubectl rollout restart` does, and return every lease handover with its gap
 // from the old holder's SIGTERM to the new holder's acquisition, as observed by a Lease watch.
+import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { deploySample, type SampleOverlay, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
@@ -42,8 +43,20 @@ export async function settle(http: KubeHttp, overlay: Overlay, log: Logger): Pro
   log.info({ overlay }, 'deploying and waiting for the driver to settle');
   await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
   await deploySample(overlay);
+  await waitSettled(http);
+}
+
+/**
+ * Settled: both Deployments rolled out, every sidecar lease held by a current controller pod, and the
+ * snapshot controller (its own Deployment, scaled with the overlay) leading too — or a storage probe's
+ * snapshots would wait for its handover rather than csi-snapshotter's.
+ */
+export async function waitSettled(http: KubeHttp): Promise<V1Pod[]> {
   const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
   await waitLeasesHeldBy(http, NS, leases, pods, SETTLE_MS);
+  const snapshotControllers = await waitRolloutComplete(http, NS, 'snapshot-controller', SETTLE_MS);
+  await waitLeasesHeldBy(http, NS, ['snapshot-controller-leader'], snapshotControllers, SETTLE_MS);
+  return pods;
 }
 
 export async function measureRollout(http: KubeHttp, overlay: Overlay, log: Logger): Promise<RolloutResult> {
