@@ -26,7 +26,8 @@ export interface InformerOptions {
  * never written back whole (controller-runtime's TransformStripManagedFields, for the same reason).
  */
 export function withoutManagedFields<O extends KubernetesObject>(obj: O): O {
-  if (obj.metadata?.managedFields) delete obj.metadata.managedFields;
+  // Assigned rather than deleted: `delete` turns every cached metadata object into a slow dictionary.
+  if (obj.metadata?.managedFields) obj.metadata.managedFields = undefined;
   return obj;
 }
 
