@@ -64,6 +64,7 @@ export class StorageProbe {
   private readonly pool: { pvc: string; pv: string; gi: number }[] = [];
   private timer: NodeJS.Timeout | undefined;
   private seq = 0;
+  private ticks = 0;
   private submitting: Promise<unknown>[] = [];
   /** when submitting stopped, and when the last operation finished or the drain gave up */
   stoppedAt: number | undefined;
@@ -124,14 +125,21 @@ export class StorageProbe {
     // statuses) under client-go's default client-side rate limit, so one per second measured that limit's
     // queue ("client-side throttling" in its log; steady-state waits of 6–21s), not the handover.
     const snapshotEvery = this.opts.snapshotEvery ?? 4;
-    let ticks = 0;
     const tick = () => {
       const ops = [this.provision(), this.attach(), this.resize()];
-      if (ticks++ % snapshotEvery === 0) ops.push(this.snapshot());
+      if (this.ticks++ % snapshotEvery === 0) ops.push(this.snapshot());
       this.submitting = this.submitting.concat(ops);
     };
     tick();
     this.timer = setInterval(tick, this.opts.intervalMs ?? 1000);
+  }
+
+  /** The rollout starts now: a snapshot goes in at once (and the sparser snapshot cadence restarts from here). */
+  markTrigger(): number {
+    this.ticks = 1;
+    const at = Date.now();
+    this.submitting.push(this.snapshot());
+    return at;
   }
 
   /** Stops submitting and waits (bounded) for every pending operation to finish. */
@@ -307,15 +315,18 @@ export interface ProbedRollout {
 export async function probedRollout(http: KubeHttp, overlay: SampleOverlay, log: Logger, runId: string, trigger: () => Promise<unknown>): Promise<ProbedRollout> {
   const probe = new StorageProbe(http, log, runId);
   await probe.prepare();
+  let markedAt: number | undefined;
   try {
     const rollout = await measureHandovers(http, overlay, log, trigger, {
       start: async () => {
         await probe.start();
         await new Promise((r) => setTimeout(r, PRE_ROLL_MS));
+        markedAt = probe.markTrigger();
       },
       stop: () => probe.stop(),
     });
-    const triggeredAt = Date.parse(rollout.startedAt);
+    // From the trigger on (the mark is taken just before the trigger itself, with the first snapshot).
+    const triggeredAt = Math.min(markedAt ?? Infinity, Date.parse(rollout.startedAt));
     const endedAt = probe.endedAt ?? Date.now();
     // Waits of what was submitted from the trigger on; the stall over everything the probe did, since an
     // operation submitted in the pre-roll that completes during the rollout is progress too.
