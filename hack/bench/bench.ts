@@ -6,7 +6,8 @@
 // Output: a table on stdout, .local/bench/bench.json, and an SVG timeline per scenario.
 //   BENCH_RUNS=n            repetitions per scenario (default 1)
 //   BENCH_TIMINGS=upstream  only one timing (upstream|openshift); BENCH_WHO=stock,standalone; BENCH_REPLICAS=2
-import { mkdirSync, writeFileSync } from 'node:fs';
+//   --report                print the tables of the last run again (from .local/bench/bench.json)
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../../src/handover/gate.js';
@@ -246,7 +247,11 @@ function summarize(s: Scenario, results: RunResult[]): Summary {
 }
 
 const secs = (ms: number | undefined) => (ms === undefined ? 'n/a' : ms >= 10_000 ? `${(ms / 1000).toFixed(0)}s` : `${(ms / 1000).toFixed(1)}s`);
-const ratio = (a: number | undefined, b: number | undefined) => (a === undefined || b === undefined || b <= 0 ? 'n/a' : `${Math.round(a / b)}×`);
+function ratio(a: number | undefined, b: number | undefined): string {
+  if (a === undefined || b === undefined || b <= 0) return 'n/a';
+  const r = a / b;
+  return `${r >= 10 ? Math.round(r) : r >= 0.1 ? r.toFixed(1) : r.toPrecision(1)}×`;
+}
 
 function table(summaries: Summary[]): string {
   const find = (s: Scenario, who: Who) => summaries.find((x) => x.scenario.who === who && x.scenario.timings === s.timings && x.scenario.replicas === s.replicas);
@@ -299,6 +304,20 @@ function targets(summaries: Summary[]): string[] {
 
 // ---- main ----
 
+function printReport(summaries: Summary[]): void {
+  console.log(table(summaries));
+  console.log(`\n${stallTable(summaries)}\n`);
+  for (const line of targets(summaries)) console.log(line);
+}
+
+if (process.argv.includes('--report')) {
+  // The tables again from the last run's results, without measuring anything.
+  const saved = JSON.parse(readFileSync(join(outDir, 'bench.json'), 'utf8')) as { measuredAt: string; runs: number; summaries: Summary[] };
+  console.log(`make bench results of ${saved.measuredAt}, ${saved.runs} run(s) per scenario:\n`);
+  printReport(saved.summaries);
+  process.exit(0);
+}
+
 const list = scenarios();
 await removeStaleProbes(http, log);
 console.log(`make bench: ${list.length} scenarios × ${runs} run(s): ${list.map(name).join(', ')}\n`);
@@ -324,7 +343,5 @@ for (const s of list) {
   save();
 }
 console.log(`\nAll ${list.length} scenarios in ${((Date.now() - started) / 60_000).toFixed(1)} min. Gaps: old leader's SIGTERM → new holder, every lease handover.\n`);
-console.log(table(summaries));
-console.log(`\n${stallTable(summaries)}\n`);
-for (const line of targets(summaries)) console.log(line);
+printReport(summaries);
 console.log(`\nresults: ${join(outDir, 'bench.json')}; timelines: ${join(outDir, 'timeline-*.svg')}`);
