@@ -98,7 +98,8 @@ async function create(path: string, body: unknown): Promise<void> {
 
 async function deleteIfPresent(path: string, query?: Record<string, string>): Promise<void> {
   try {
-    await http.request('DELETE', path, query ? { query } : {});
+    // A collection delete of a namespace's pods answers only when they are all gone: allow it minutes.
+    await http.request('DELETE', path, { ...(query ? { query } : {}), signal: AbortSignal.timeout(300_000) });
   } catch (err) {
     if (!isNotFound(err)) throw err;
   }
@@ -114,7 +115,7 @@ async function cleanUp(): Promise<void> {
   say(`deleting ${namespaces.length} bench namespace(s)`);
   // The pods are virtual (no process to stop): deleting them at once spares the namespace controller and
   // the node agent a graceful termination of thousands of pods (minutes per namespace otherwise).
-  await inPoolQuiet(namespaces, params.SCALE_CONCURRENCY, (ns) => deleteIfPresent(`/api/v1/namespaces/${ns}/pods`, { gracePeriodSeconds: '0' }));
+  await inPoolQuiet(namespaces, 4, (ns) => deleteIfPresent(`/api/v1/namespaces/${ns}/pods`, { gracePeriodSeconds: '0' }));
   for (const ns of namespaces) await deleteIfPresent(`/api/v1/namespaces/${ns}`);
   let last = -1;
   await waitFor('bench namespaces deleted', 15 * 60_000, async () => {
