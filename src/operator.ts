@@ -31,7 +31,7 @@ export class Operator {
 
   constructor(
     private readonly cfg: Config,
-    private readonly http: KubeHttp,
+    http: KubeHttp,
     private readonly log: Logger,
     private readonly metrics: Metrics,
     private readonly exit: (code: number) => void,
