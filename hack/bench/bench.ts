@@ -10,11 +10,10 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { HANDOVER_GATE } from '../../src/handover/gate.js';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorRequests, setOperatorMode, uninstallOperator } from '../lib/operator.js';
+import { installOperator, OPERATOR_NAMESPACE, operatorRequests, removeHandoverGate, setOperatorMode, uninstallOperator } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
@@ -72,18 +71,6 @@ async function setCrLevel(level: string): Promise<void> {
   } }).catch(() => http.patch(crPath, { spec }, PatchType.merge));
 }
 
-/** Companion mode, as on OpenShift where csi-operator owns the template: no handover gate in it. */
-async function removeGateFromTemplate(): Promise<void> {
-  const d = await driverDeployment();
-  const i = (d.spec?.template.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
-  if (i >= 0) {
-    await http.patch(deploymentPath(NS, SAMPLE_DEPLOYMENT), [
-      { op: 'test', path: `/spec/template/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
-      { op: 'remove', path: `/spec/template/spec/schedulingGates/${i}` },
-    ], PatchType.json);
-  }
-}
-
 async function prepare(s: Scenario): Promise<V1Pod[]> {
   const overlay = overlayFor(s);
   const operator = s.who === 'standalone' || s.who === 'companion';
@@ -94,7 +81,8 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     await setCrLevel(LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
     if (!(await operatorInstalled())) await installOperator(http);
     await setOperatorMode(http, s.who === 'companion' ? 'companion' : 'standalone');
-    if (s.who === 'companion') await removeGateFromTemplate();
+    // Companion mode, as on OpenShift where csi-operator owns the template: no handover gate in it.
+    if (s.who === 'companion') await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT);
   }
   if (overlay !== deployedOverlay) {
     if (s.who === 'standalone') await setCrLevel('Normal'); // the overlays' --v=2

@@ -40,20 +40,23 @@ export async function operatorLeader(http: KubeHttp): Promise<V1Pod> {
 export async function uninstallOperator(http: KubeHttp, drivers: { namespace: string; deployment: string }[]): Promise<void> {
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
   await waitFor('operator pods gone', 120_000, async () => (await operatorPods(http)).length === 0);
-  for (const { namespace, deployment } of drivers) {
-    let d: V1Deployment;
-    try {
-      d = await http.get<V1Deployment>(deploymentPath(namespace, deployment));
-    } catch {
-      continue;
-    }
-    const i = (d.spec?.template.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
-    if (i >= 0) {
-      await http.patch(deploymentPath(namespace, deployment), [
-        { op: 'test', path: `/spec/template/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
-        { op: 'remove', path: `/spec/template/spec/schedulingGates/${i}` },
-      ], PatchType.json);
-    }
+  for (const { namespace, deployment } of drivers) await removeHandoverGate(http, namespace, deployment);
+}
+
+/** Takes the operator's handover gate out of a Deployment's pod template, if it is there (and the Deployment). */
+export async function removeHandoverGate(http: KubeHttp, namespace: string, deployment: string): Promise<void> {
+  let d: V1Deployment;
+  try {
+    d = await http.get<V1Deployment>(deploymentPath(namespace, deployment));
+  } catch {
+    return;
+  }
+  const i = (d.spec?.template.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
+  if (i >= 0) {
+    await http.patch(deploymentPath(namespace, deployment), [
+      { op: 'test', path: `/spec/template/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
+      { op: 'remove', path: `/spec/template/spec/schedulingGates/${i}` },
+    ], PatchType.json);
   }
 }
 
