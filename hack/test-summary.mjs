@@ -10,4 +10,7 @@ try {
   process.exit(1);
 }
 const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
-console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped`);
+// A file can fail outside any test (a hook, an import): its tests are then skipped, and the file is what failed.
+const files = report.numFailedTestSuites ?? 0;
+const fileNote = files > 0 ? ` (${files} test file${files === 1 ? '' : 's'} failed outside a test: a hook or an import)` : '';
+console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped${fileNote}`);

@@ -12,9 +12,12 @@ const http = clusterHttp();
 const log = makeLogger('test', 'warn');
 const runId = (what: string) => `test-${what}-${Date.now().toString(36)}`;
 
+// Settling may outlast the default hook timeout: after an OpenShift-timing test file, a lease expiry (137s
+// plus a poll), and once seen here, a ReplicaSet that created its pod only when kube-controller-manager's
+// 5-minute expectations timed out.
 beforeAll(async () => {
   await settle(http, 'upstream-1replica', log); // stock sidecars, no operator
-});
+}, 600_000);
 
 describe('storage probe', () => {
   it('sees every kind of operation complete, and leaves nothing behind', async () => {
