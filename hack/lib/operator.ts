@@ -41,6 +41,14 @@ export async function uninstallOperator(http: KubeHttp, drivers: { namespace: st
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
   await waitFor('operator pods gone', 120_000, async () => (await operatorPods(http)).length === 0);
   for (const { namespace, deployment } of drivers) await removeHandoverGate(http, namespace, deployment);
+  // Any other Deployment of those namespaces the operator managed at some point (a test labels
+  // snapshot-controller) keeps the gate in its template too: with nobody to lift it, its pods would wait forever.
+  for (const namespace of new Set(drivers.map((d) => d.namespace))) {
+    const list = await http.get<{ items: V1Deployment[] }>(`/apis/apps/v1/namespaces/${namespace}/deployments`);
+    for (const d of list.items) {
+      if (d.spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE)) await removeHandoverGate(http, namespace, d.metadata?.name ?? '');
+    }
+  }
 }
 
 /** Takes the operator's handover gate out of a Deployment's pod template, if it is there (and the Deployment). */
