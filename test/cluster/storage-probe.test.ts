@@ -12,9 +12,8 @@ const http = clusterHttp();
 const log = makeLogger('test', 'warn');
 const runId = (what: string) => `test-${what}-${Date.now().toString(36)}`;
 
-// Settling may outlast the default hook timeout: after an OpenShift-timing test file, a lease expiry (137s
-// plus a poll), and once seen here, a ReplicaSet that created its pod only when kube-controller-manager's
-// 5-minute expectations timed out.
+// Settling may outlast the default hook timeout: after an OpenShift-timing test file, the driver's and the
+// snapshot controller's leases may each have to expire (137s plus a poll).
 beforeAll(async () => {
   await settle(http, 'upstream-1replica', log); // stock sidecars, no operator
 }, 600_000);
