@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../../src/handover/gate.js';
 import { type KubeHttp, PatchType } from '../../src/kube/http.js';
+import { parseMetrics } from '../bench/scale-stats.js';
 import { kubectl, repoRoot, waitFor } from './cluster.js';
 import { deploymentPath, waitRolloutComplete } from './rollout.js';
 
@@ -68,14 +69,19 @@ export async function removeHandoverGate(http: KubeHttp, namespace: string, depl
   }
 }
 
+/** The operator leader's /metrics text (served on its pod IP). */
+async function leaderMetricsText(http: KubeHttp): Promise<string> {
+  const leader = await operatorLeader(http);
+  return (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
+}
+
 /**
- * The sum of the samples of one metric series on the operator leader's /metrics (served on its pod IP).
+ * The sum of the samples of one metric series on the operator leader's /metrics.
  * `series` is a metric name, optionally with a label set: `csi_handover_reconciles_total` sums every label
  * set, `csi_handover_refused_releases_total{reason="force-deleted"}` reads that one; absent counts as 0.
  */
 export async function operatorMetric(http: KubeHttp, series: string): Promise<number> {
-  const leader = await operatorLeader(http);
-  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
+  const text = await leaderMetricsText(http);
   const matches = (line: string) => (series.includes('{') ? line.startsWith(`${series} `) : line.startsWith(`${series} `) || line.startsWith(`${series}{`));
   return text.split('\n').filter(matches).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
@@ -85,15 +91,11 @@ export async function operatorMetric(http: KubeHttp, series: string): Promise<nu
  * count (every status code summed).
  */
 export async function operatorRequests(http: KubeHttp): Promise<Map<string, number>> {
-  const leader = await operatorLeader(http);
-  const text = await (await fetch(`http://${leader.status?.podIP}:8080/metrics`)).text();
   const out = new Map<string, number>();
-  for (const line of text.split('\n')) {
-    const m = /^csi_handover_api_requests_total\{(.*)\} (\S+)$/.exec(line);
-    if (!m?.[1]) continue;
-    const labels = Object.fromEntries([...m[1].matchAll(/(\w+)="([^"]*)"/g)].map((l) => [l[1], l[2]]));
-    const key = `${labels.verb} ${labels.resource}`;
-    out.set(key, (out.get(key) ?? 0) + Number(m[2]));
+  for (const s of parseMetrics(await leaderMetricsText(http))) {
+    if (s.name !== 'csi_handover_api_requests_total') continue;
+    const key = `${s.labels.verb} ${s.labels.resource}`;
+    out.set(key, (out.get(key) ?? 0) + s.value);
   }
   return out;
 }
