@@ -4,9 +4,14 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 need=()
-for tool in openssl:openssl unshare:util-linux nsenter:util-linux curl:curl npm:npm pgrep:procps; do
+# Real nodes: runc runs the containers, iptables serves kube-proxy inside each node, ip builds the node
+# network, busybox is the test shell image; gcc builds the pause binary.
+for tool in openssl:openssl unshare:util-linux nsenter:util-linux curl:curl npm:npm pgrep:procps \
+    runc:runc iptables:iptables ip:iproute2 gcc:gcc; do
   command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
+[[ -x /bin/busybox ]] || need+=(busybox-static)
+[[ -f /usr/lib/x86_64-linux-gnu/libc.a ]] || need+=(libc6-dev)
 if ((${#need[@]})); then
   echo "installing apt packages: ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
