@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Starts and stops a real local control plane on loopback: etcd, kube-apiserver (TLS, RBAC, service
-# accounts), kube-controller-manager and kube-scheduler, plus the node agent that plays the kubelet.
-# Everything runtime lives under .local/ (git-ignored): pki/, etcd/, logs/, pids/, kubeconfig.
+# Starts and stops a real local control plane: etcd, kube-apiserver (TLS, RBAC + Node authorization, service
+# accounts), kube-controller-manager and kube-scheduler, and the nodes: with CSI_HANDOVER_NODES=real two real
+# nodes (kubelet, containerd, runc, CNI, kube-proxy; hack/nodes.sh), the API server on the nodes' bridge;
+# otherwise the node agent that plays the kubelet, everything on loopback.
+# Everything runtime lives under .local/ (git-ignored): pki/, etcd/, logs/, pids/, nodes/, kubeconfig.
 #   hack/cluster.sh up     start (idempotent: a running cluster is left alone)
 #   hack/cluster.sh down   stop every process it started, and check none is left
 set -euo pipefail
@@ -11,6 +13,10 @@ pki="$local_dir/pki" logs="$local_dir/logs" pids="$local_dir/pids"
 etcd_port="${ETCD_PORT:-22379}" etcd_peer_port="${ETCD_PEER_PORT:-22380}"
 api_port="${APISERVER_PORT:-16443}" kcm_port="${KCM_PORT:-20257}" sched_port="${SCHEDULER_PORT:-20259}"
 kubeconfig="$local_dir/kubeconfig"
+nodes_mode="${CSI_HANDOVER_NODES:-agent}"
+node_net="${NODE_NET:-10.200}"
+# Real nodes reach the API server on the host's end of their bridge (the kubernetes Service's endpoint).
+if [[ "$nodes_mode" == real ]]; then api_addr="$node_net.0.1"; else api_addr=127.0.0.1; fi
 
 log() { echo "[cluster] $*" >&2; }
 
@@ -26,7 +32,7 @@ start() {
 }
 
 gen_pki() {
-  [[ -f "$pki/.complete" ]] && return
+  [[ -f "$pki/.complete-2" ]] && return
   mkdir -p "$pki" && cd "$pki"
   openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 -subj "/CN=csi-handover-local-ca" 2>/dev/null
   cert() { # cert <name> <subject> [sans]
@@ -37,12 +43,13 @@ gen_pki() {
     openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" -days 3650 $ext 2>/dev/null
     rm -f "$1.csr"
   }
-  cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
+  cert apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:10.0.0.1,IP:$node_net.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local"
   cert admin "/O=system:masters/CN=kubernetes-admin"
   cert kube-controller-manager "/CN=system:kube-controller-manager"
   cert kube-scheduler "/CN=system:kube-scheduler"
+  cert apiserver-kubelet-client "/O=system:masters/CN=kube-apiserver-kubelet-client"
   openssl genrsa -out sa.key 2048 2>/dev/null && openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
-  touch .complete
+  touch .complete-2
   cd - >/dev/null
 }
 
@@ -53,7 +60,7 @@ kind: Config
 clusters:
 - name: local
   cluster:
-    server: https://127.0.0.1:$api_port
+    server: https://$api_addr:$api_port
     certificate-authority: $pki/ca.crt
 users:
 - name: $3
@@ -86,15 +93,20 @@ up() {
   write_kubeconfig "$local_dir/kube-controller-manager.kubeconfig" kube-controller-manager system:kube-controller-manager
   write_kubeconfig "$local_dir/kube-scheduler.kubeconfig" kube-scheduler system:kube-scheduler
 
+  [[ "$nodes_mode" == real ]] && "$root/hack/nodes.sh" net-up
   start etcd "$bin/etcd" --name local --data-dir "$local_dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
     --initial-cluster "local=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level warn
   wait_ready etcd "http://127.0.0.1:$etcd_port/health" 60
 
+  local node_flags=()
+  [[ "$nodes_mode" == real ]] && node_flags=(--enable-admission-plugins NodeRestriction
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key"
+    --kubelet-preferred-address-types InternalIP)
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --bind-address "$api_addr" --advertise-address "$api_addr" --secure-port "$api_port" "${node_flags[@]}" \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --authorization-mode Node,RBAC \
@@ -102,7 +114,7 @@ up() {
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
     --profiling=false --v=1
-  wait_ready kube-apiserver "https://127.0.0.1:$api_port/readyz" 120 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
+  wait_ready kube-apiserver "https://$api_addr:$api_port/readyz" 120 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
 
   start kube-controller-manager "$bin/kube-controller-manager" \
     --kubeconfig "$local_dir/kube-controller-manager.kubeconfig" \
@@ -127,9 +139,13 @@ up() {
     sleep 0.2
   done
 
-  start node-agent "$root/hack/node-agent.sh" --kubeconfig "$kubeconfig" --bin-dir "$bin" \
-    --state-dir "$local_dir/node-agent" --images "$root/hack/node-agent/images.json"
-  wait_ready node-agent "http://127.0.0.1:$(node_agent_port)/healthz" 60
+  if [[ "$nodes_mode" == real ]]; then
+    CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up
+  else
+    start node-agent "$root/hack/node-agent.sh" --kubeconfig "$kubeconfig" --bin-dir "$bin" \
+      --state-dir "$local_dir/node-agent" --images "$root/hack/node-agent/images.json"
+    wait_ready node-agent "http://127.0.0.1:$(node_agent_port)/healthz" 60
+  fi
   log "cluster up; export KUBECONFIG=$kubeconfig"
 }
 
@@ -146,6 +162,8 @@ pod_processes() {
 
 down() {
   local name pid left=0
+  # Real nodes first (whatever mode started them), while the API server still answers.
+  if [[ -d "$local_dir/nodes" ]]; then "$root/hack/nodes.sh" down || left=1; fi
   # Reverse start order: the node agent first, so it stops the pods' processes while the API still answers.
   for name in node-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [[ -f "$pids/$name" ]] || continue
@@ -176,6 +194,6 @@ case "${1:-}" in
   up) up ;;
   pod-processes) pod_processes ;;
   down) down ;;
-  wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/node-agent" "$logs" ;;
+  wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/node-agent" "$local_dir/nodes" "$logs" ;;
   *) echo "usage: $0 up|down|wipe" >&2; exit 2 ;;
 esac

@@ -1,0 +1,347 @@
+#!/usr/bin/env bash
+# Real nodes for the local cluster, the way kind runs them but without the outer container: each node is a set
+# of namespaces held by one anchor process (network, mount, UTS), a veth into a bridge this script creates, and
+# inside it containerd (runc, CNI bridge), a kubelet and a kube-proxy of its own. Nothing is routed off the
+# machine; the host's default route, iptables and mounts are not touched, and `down` undoes the rest (cgroups,
+# kernel sysctls the kubelet sets, the bridge).
+#   hack/nodes.sh up                 start every node (idempotent), import the images, wait until Ready
+#   hack/nodes.sh down               stop every node and remove all it made on the host
+#   hack/nodes.sh stop|start <node> <kubelet|containerd|kube-proxy>   a fault: stop (SIGKILL) or start one part
+#   hack/nodes.sh freeze|thaw <node> the kubelet stops talking (SIGSTOP) while containers keep running
+#   hack/nodes.sh exec <node> cmd…   run a command inside a node's namespaces
+# Called by hack/cluster.sh, which owns the control plane, the PKI and the state directory.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+local_dir="${CSI_HANDOVER_LOCAL:-$root/.local}"
+pki="$local_dir/pki" logs="$local_dir/logs" nodes_dir="$local_dir/nodes"
+node_net="${NODE_NET:-10.200}"          # node addresses <net>.0.<10+i>, the host (API server) <net>.0.1
+pod_net="${POD_NET:-10.244}"            # pod addresses <pod_net>.<i>.0/24 on node i
+node_count="${NODE_COUNT:-2}"
+api_port="${APISERVER_PORT:-16443}"
+# Names on the host carry a hash of the state directory, so a second cluster beside this one does not collide.
+cluster_id="$(echo "$local_dir" | sha256sum | cut -c1-6)"
+cgroup_prefix="csi-handover-$cluster_id"
+bridge="csih-$cluster_id"
+pause_image="registry.k8s.io/pause:3.10.2"
+# Kernel settings the kubelet writes on start (pkg/kubelet/cm setupKernelTunables): saved and put back by `down`.
+kernel_sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+
+log() { echo "[nodes] $*" >&2; }
+die() { log "$*"; exit 1; }
+node_names() { local i; for ((i = 1; i <= node_count; i++)); do echo "node-$i"; done; }
+node_index() { echo "${1#node-}"; }
+pid_of() { cat "$nodes_dir/$1/pids/$2" 2>/dev/null; }
+alive() { local p; p="$(pid_of "$1" "$2")" && [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null; }
+in_node() { local n="$1"; shift; nsenter --target "$(pid_of "$n" anchor)" --net --mount --uts -- "$@"; }
+
+bin_dir() { echo "${CSI_HANDOVER_BIN_DIR:-$("$root/hack/bins.sh")}"; }
+
+node_certs() { # node_certs <node>: kubelet client (Node authorizer) and serving certificates, signed by the cluster CA
+  local n="$1" ip="$node_net.0.$((10 + $(node_index "$1")))" d="$nodes_dir/$1/pki"
+  [[ -f "$d/.complete" ]] && return
+  mkdir -p "$d"
+  sign "$d/kubelet-client" "/O=system:nodes/CN=system:node:$n" ""
+  sign "$d/kubelet-serving" "/O=system:nodes/CN=system:node:$n" "IP:$ip,DNS:$n"
+  touch "$d/.complete"
+}
+
+sign() { # sign <path-prefix> <subject> <sans>
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+  if [[ -n "$3" ]]; then
+    openssl x509 -req -in "$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -out "$1.crt" -days 3650 \
+      -extfile <(printf 'subjectAltName=%s\n' "$3") 2>/dev/null
+  else
+    openssl x509 -req -in "$1.csr" -CA "$pki/ca.crt" -CAkey "$pki/ca.key" -CAcreateserial -out "$1.crt" -days 3650 2>/dev/null
+  fi
+  rm -f "$1.csr"
+}
+
+kubeconfig_for() { # kubeconfig_for <file> <cert prefix>
+  cat >"$1" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: local
+  cluster: {server: "https://$node_net.0.1:$api_port", certificate-authority: "$pki/ca.crt"}
+users:
+- name: node
+  user: {client-certificate: "$2.crt", client-key: "$2.key"}
+contexts:
+- name: local
+  context: {cluster: local, user: node}
+current-context: local
+KC
+}
+
+write_configs() { # write_configs <node> <bin dir>
+  local n="$1" bin="$2" d="$nodes_dir/$1" i; i="$(node_index "$1")"
+  mkdir -p "$d/containerd" "$d/cni" "$d/var-lib" "$d/var-log" "$d/pids"
+  # containerd: every path under the node's directory; the CRI settings this machine needs (facts §6b).
+  cat >"$d/containerd/config.toml" <<TOML
+version = 4
+root = "$d/containerd/root"
+state = "$d/containerd/state"
+disabled_plugins = ["io.containerd.nri.v1.nri"]
+# The API socket where the host's ctr reaches it; the shims' ttrpc socket stays in the node's own /run.
+[plugins."io.containerd.server.v1.grpc"]
+  address = "$d/containerd/containerd.sock"
+[plugins."io.containerd.internal.v1.opt"]
+  path = "$d/containerd/opt"
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = true
+  cdi_spec_dirs = []
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+        BinaryName = "$(command -v runc)"
+        Root = "$d/containerd/runc"
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["$bin"]
+    conf_dir = "$d/cni"
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "$pause_image"
+[plugins."io.containerd.grpc.v1.cri"]
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+[plugins."io.containerd.shim.v1.manager"]
+  socket_dir = "/run/containerd/s"
+TOML
+  cat >"$d/cni/10-csi-handover.conflist" <<JSON
+{"cniVersion": "1.0.0", "name": "csi-handover", "plugins": [
+  {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_net.$i.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+  {"type": "portmap", "capabilities": {"portMappings": true}}]}
+JSON
+  kubeconfig_for "$d/kubelet.kubeconfig" "$d/pki/kubelet-client"
+  kubeconfig_for "$d/kube-proxy.kubeconfig" "$pki/kube-proxy"
+  # /var/lib and /var/log below are the node's own (bind mounts in its mount namespace).
+  cat >"$d/kubelet.yaml" <<YAML
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failCgroupV1: false
+failSwapOn: false
+cgroupRoot: /$cgroup_prefix-$n
+makeIPTablesUtilChains: false
+containerRuntimeEndpoint: unix://$d/containerd/containerd.sock
+podLogsDir: /var/log/pods
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: "$pki/ca.crt"}
+authorization: {mode: Webhook}
+tlsCertFile: "$d/pki/kubelet-serving.crt"
+tlsPrivateKeyFile: "$d/pki/kubelet-serving.key"
+clusterDomain: cluster.local
+resolvConf: /etc/resolv.conf
+healthzBindAddress: 127.0.0.1
+healthzPort: 10248
+readOnlyPort: 0
+serializeImagePulls: false
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
+YAML
+  cat >"$d/kube-proxy.yaml" <<YAML
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+mode: iptables
+hostnameOverride: $n
+bindAddress: $node_net.0.$((10 + i))
+clusterCIDR: $pod_net.0.0/16
+clientConnection: {kubeconfig: "$d/kube-proxy.kubeconfig"}
+healthzBindAddress: 127.0.0.1:10256
+metricsBindAddress: 127.0.0.1:10249
+# The conntrack table size and timeouts are kernel-wide: leave them as the host has them.
+conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
+YAML
+}
+
+save_host_state() {
+  [[ -f "$nodes_dir/host-sysctls" ]] && return
+  local s
+  for s in "${kernel_sysctls[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$nodes_dir/host-sysctls.partial"
+  mv "$nodes_dir/host-sysctls.partial" "$nodes_dir/host-sysctls"
+}
+
+bridge_up() {
+  ip link show "$bridge" >/dev/null 2>&1 && return
+  ip link add "$bridge" type bridge
+  ip addr add "$node_net.0.1/24" dev "$bridge"
+  ip link set "$bridge" up
+}
+
+# start_part <node> <name> <cmd...>: a node process, inside the node's namespaces, in its own session.
+start_part() {
+  local n="$1" name="$2"; shift 2
+  alive "$n" "$name" && return
+  setsid nsenter --target "$(pid_of "$n" anchor)" --net --mount --uts -- "$@" >>"$logs/$n-$name.log" 2>&1 </dev/null &
+  echo $! >"$nodes_dir/$n/pids/$name"
+  log "$n: started $name (pid $!)"
+}
+
+node_up() { # node_up <node> <bin dir>
+  local n="$1" bin="$2" d="$nodes_dir/$1" i ip c
+  i="$(node_index "$n")" ip="$node_net.0.$((10 + i))"
+  node_certs "$n"
+  write_configs "$n" "$bin"
+  if ! alive "$n" anchor; then
+    # The anchor holds the node's namespaces: its own network, a private mount tree (/ shared inside it only,
+    # as kubelet's Bidirectional mounts need) with /var/lib, /var/log and /run of its own, and its hostname.
+    # (/run: shim sockets need a short path, and iptables' lock file stays off the host.)
+    setsid unshare --net --mount --uts --propagation private --fork -- bash -c '
+      set -e; hostname "$1"; mount --make-rshared /
+      mount --bind "$2/var-lib" /var/lib; mount --bind "$2/var-log" /var/log; mount -t tmpfs -o mode=755 tmpfs /run
+      echo "$$" >"$2/pids/anchor.partial"; mv "$2/pids/anchor.partial" "$2/pids/anchor"; exec sleep infinity' \
+      anchor "$n" "$d" >>"$logs/$n-anchor.log" 2>&1 </dev/null &
+    local deadline=$((SECONDS + 10))
+    until alive "$n" anchor; do ((SECONDS < deadline)) || die "$n: its namespaces did not come up"; sleep 0.05; done
+    local host_if="csih-$cluster_id-$i"
+    ip link add "$host_if" type veth peer name eth0 netns "$(pid_of "$n" anchor)"
+    ip link set "$host_if" master "$bridge" up
+    in_node "$n" ip link set lo up
+    in_node "$n" ip addr add "$ip/24" dev eth0
+    in_node "$n" ip link set eth0 up
+    in_node "$n" ip route add default via "$node_net.0.1"
+    in_node "$n" sysctl -qw net.ipv4.ip_forward=1
+    # Pods of the other nodes through their node; the host reaches every pod the same way.
+    local j
+    for ((j = 1; j <= node_count; j++)); do
+      ((j == i)) || in_node "$n" ip route add "$pod_net.$j.0/24" via "$node_net.0.$((10 + j))"
+    done
+    ip route replace "$pod_net.$i.0/24" via "$ip" dev "$bridge"
+  fi
+  # The kubelet's cgroup root must exist, in every hierarchy (cgroup v1), cpuset filled in from the root.
+  for c in /sys/fs/cgroup/*/; do
+    [[ -d "$c$cgroup_prefix-$n" ]] && continue
+    mkdir "$c$cgroup_prefix-$n" 2>/dev/null || continue
+    if [[ -f "$c/cpuset.cpus" ]]; then
+      cat "$c/cpuset.cpus" >"$c$cgroup_prefix-$n/cpuset.cpus"; cat "$c/cpuset.mems" >"$c$cgroup_prefix-$n/cpuset.mems"
+    fi
+  done
+  start_part "$n" containerd "$bin/containerd" --config "$d/containerd/config.toml"
+  local deadline=$((SECONDS + 30))
+  until "$bin/ctr" --address "$d/containerd/containerd.sock" version >/dev/null 2>&1; do
+    alive "$n" containerd || { tail -20 "$logs/$n-containerd.log" >&2; die "$n: containerd exited"; }
+    ((SECONDS < deadline)) || die "$n: containerd did not answer in 30s"
+    sleep 0.1
+  done
+  import_images "$n" "$bin"
+  start_part "$n" kubelet "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
+    --root-dir /var/lib/kubelet --cert-dir "$d/pki" --hostname-override "$n" --node-ip "$ip" --v=2
+  start_part "$n" kube-proxy "$bin/kube-proxy" --config "$d/kube-proxy.yaml" --v=1
+}
+
+import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's containerd
+  local n="$1" bin="$2" sock="$nodes_dir/$1/containerd/containerd.sock" have tar ref
+  have="$("$bin/ctr" --address "$sock" -n k8s.io images ls -q)"
+  while read -r ref tar; do
+    grep -qxF "$ref" <<<"$have" && continue
+    "$bin/ctr" --address "$sock" -n k8s.io images import --no-unpack=false "$tar" >/dev/null
+  done < <("$root/hack/images.sh")
+  log "$n: images imported"
+}
+
+wait_nodes_ready() {
+  local kubectl="$1/kubectl" deadline=$((SECONDS + 120)) n
+  for n in $(node_names); do
+    until [[ "$("$kubectl" --kubeconfig "$local_dir/kubeconfig" get node "$n" -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == True ]]; do
+      alive "$n" kubelet || { tail -30 "$logs/$n-kubelet.log" >&2; die "$n: kubelet exited"; }
+      ((SECONDS < deadline)) || { tail -30 "$logs/$n-kubelet.log" >&2; die "$n: not Ready in 120s"; }
+      sleep 0.2
+    done
+    log "$n Ready"
+  done
+}
+
+net_up() { mkdir -p "$nodes_dir" "$logs"; save_host_state; bridge_up; }
+
+up() {
+  local bin n; bin="$(bin_dir)"
+  net_up
+  [[ -f "$pki/kube-proxy.crt" ]] || sign "$pki/kube-proxy" "/CN=system:kube-proxy" ""
+  for n in $(node_names); do node_up "$n" "$bin"; done
+  wait_nodes_ready "$bin"
+}
+
+# Every process whose cgroup is one of ours, or that runs inside a node's namespaces.
+node_processes() {
+  local p n anchor_ns
+  for p in /proc/[0-9]*; do
+    grep -qs ":/$cgroup_prefix-node-" "$p/cgroup" && running "${p#/proc/}" && echo "${p#/proc/}"
+  done
+  for n in $(node_names); do
+    alive "$n" anchor || continue
+    anchor_ns="$(readlink "/proc/$(pid_of "$n" anchor)/ns/mnt")"
+    for p in /proc/[0-9]*; do
+      [[ "$(readlink "$p/ns/mnt" 2>/dev/null)" == "$anchor_ns" ]] && running "${p#/proc/}" && echo "${p#/proc/}"
+    done
+  done
+  true
+}
+
+kill_and_wait() { # kill_and_wait <signal> <pids...>
+  local sig="$1"; shift
+  (($#)) || return 0
+  kill "-$sig" "$@" 2>/dev/null || true
+  local _ p
+  for _ in $(seq 1 100); do
+    for p in "$@"; do running "$p" && { sleep 0.1; continue 2; }; done
+    return 0
+  done
+}
+
+# Alive and not a zombie (a killed container whose shim is gone waits for init to reap it).
+running() { local st; st="$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$1/stat" 2>/dev/null)" && [[ -n "$st" && "$st" != Z ]]; }
+
+down() {
+  local n part pids c
+  mkdir -p "$nodes_dir"
+  # The kubelets first (so nothing restarts a container), then every container and shim, then the rest.
+  for n in $(node_names); do
+    for part in kube-proxy kubelet; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
+  done
+  # shellcheck disable=SC2046
+  kill_and_wait KILL $(node_processes | grep -vxF -f <(for n in $(node_names); do pid_of "$n" anchor; pid_of "$n" containerd; done) || true)
+  for n in $(node_names); do
+    for part in containerd anchor; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
+    rm -f "$nodes_dir/$n/pids/"*
+  done
+  pids="$(node_processes | xargs)"
+  # shellcheck disable=SC2086
+  [[ -z "$pids" ]] || { log "killing leftover node processes: $(ps -o pid=,comm= -p "${pids// /,}" | xargs)"; kill_and_wait KILL $pids; }
+  # Namespaces are gone with their last process (and with them every mount, pod network and veth). Left: cgroups,
+  # the bridge (with its routes) and the kernel settings.
+  for c in /sys/fs/cgroup/*/"$cgroup_prefix"-node-*; do
+    [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+  for c in /sys/fs/cgroup/*/"$cgroup_prefix"-node-*; do [[ -d "$c" ]] && log "cgroup left behind: $c"; done
+  ip link show "$bridge" >/dev/null 2>&1 && ip link del "$bridge"
+  if [[ -f "$nodes_dir/host-sysctls" ]]; then
+    sysctl -qw $(cat "$nodes_dir/host-sysctls") && rm -f "$nodes_dir/host-sysctls"
+  fi
+  [[ -z "$pids" ]]
+}
+
+case "${1:-}" in
+  net-up) net_up ;;
+  up) up ;;
+  down) down ;;
+  processes) node_processes ;;
+  stop) alive "$2" "$3" && kill_and_wait KILL "$(pid_of "$2" "$3")"; rm -f "$nodes_dir/$2/pids/$3" ;;
+  start)
+    bin="$(bin_dir)"
+    case "$3" in
+      kubelet|kube-proxy|containerd) node_up "$2" "$bin" ;;
+      *) die "start: kubelet, kube-proxy or containerd" ;;
+    esac ;;
+  freeze) kill -STOP "$(pid_of "$2" kubelet)" ;;
+  thaw) kill -CONT "$(pid_of "$2" kubelet)" ;;
+  exec) n="$2"; shift 2; in_node "$n" "$@" ;;
+  *) echo "usage: $0 up|down|processes|stop|start|freeze|thaw|exec" >&2; exit 2 ;;
+esac

@@ -1,0 +1,139 @@
+// Real nodes (hack/nodes.sh): two kubelets with containerd, runc, a CNI bridge and kube-proxy, each in its own
+// network, mount and UTS namespace, run pods the way any cluster does, and `cluster-down` leaves the host as
+// it found it. A throwaway cluster on its own ports, state directory and addresses, beside the shared one.
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { KubeConfig, Watch } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { KubeHttp } from '../../src/kube/http.js';
+import { binDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { hostState, type HostState } from '../../hack/lib/host-state.js';
+
+const run = promisify(execFile);
+const dir = mkdtempSync('/tmp/csi-handover-real-');
+const env = {
+  ...process.env,
+  CSI_HANDOVER_LOCAL: dir, CSI_HANDOVER_NODES: 'real', NODE_NET: '10.201', POD_NET: '10.245',
+  ETCD_PORT: '24379', ETCD_PEER_PORT: '24380', APISERVER_PORT: '18443', KCM_PORT: '22257', SCHEDULER_PORT: '22259',
+};
+const script = join(repoRoot, 'hack', 'cluster.sh');
+let http: KubeHttp;
+let kc: KubeConfig;
+let before: HostState;
+
+const kubectl = async (...args: string[]): Promise<string> =>
+  (await run(join(binDir, 'kubectl'), args, { env: { ...env, KUBECONFIG: join(dir, 'kubeconfig') } })).stdout;
+
+interface Pod {
+  metadata: { name: string; deletionTimestamp?: string; resourceVersion?: string };
+  spec: { nodeName?: string };
+  status?: {
+    phase?: string; podIP?: string; hostIP?: string;
+    containerStatuses?: { name: string; state?: { running?: object; terminated?: { exitCode: number } } }[];
+  };
+}
+
+const SHELL = 'csi-handover.local/shell:v1';
+const pod = (name: string, node: string, script: string, extra: object = {}): object => ({
+  apiVersion: 'v1', kind: 'Pod', metadata: { name },
+  spec: { nodeName: node, terminationGracePeriodSeconds: 10, containers: [{ name: 'sh', image: SHELL, command: ['sh', '-c', script] }], ...extra },
+});
+
+async function running(name: string): Promise<Pod> {
+  return waitFor(`${name} running`, 60_000, async () => {
+    const p = await http.get<Pod>(`/api/v1/namespaces/default/pods/${name}`);
+    return p.status?.phase === 'Running' && p.status.containerStatuses?.every((c) => c.state?.running) ? p : undefined;
+  });
+}
+
+beforeAll(async () => {
+  before = await hostState([dir]);
+  await run(script, ['up'], { env, maxBuffer: 16 << 20 });
+  kc = new KubeConfig();
+  kc.loadFromFile(join(dir, 'kubeconfig'));
+  http = new KubeHttp(kc);
+});
+
+afterAll(async () => {
+  await run(script, ['down'], { env }).catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe('real nodes', () => {
+  it('two kubelets on containerd register Ready, each with its own address', async () => {
+    const nodes = await http.get<{ items: { metadata: { name: string }; status: { nodeInfo: { kubeletVersion: string; containerRuntimeVersion: string }; addresses: { type: string; address: string }[] } }[] }>('/api/v1/nodes');
+    expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual(['node-1', 'node-2']);
+    for (const n of nodes.items) {
+      expect(n.status.nodeInfo.kubeletVersion).toBe('v1.36.3');
+      expect(n.status.nodeInfo.containerRuntimeVersion).toBe('containerd://2.4.2');
+    }
+    const ips = nodes.items.map((n) => n.status.addresses.find((a) => a.type === 'InternalIP')?.address).sort();
+    expect(ips).toEqual(['10.201.0.11', '10.201.0.12']);
+  });
+
+  it('pods get their own network namespace and IP; a hostNetwork pod shares the node’s, and its hostname is the node name', async () => {
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('net-a', 'node-1', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('net-b', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('host-net', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done', { hostNetwork: true }) });
+    const [a, b, h] = await Promise.all([running('net-a'), running('net-b'), running('host-net')]);
+    expect(a.status?.podIP).toMatch(/^10\.245\.1\.\d+$/);
+    expect(b.status?.podIP).toMatch(/^10\.245\.2\.\d+$/);
+    expect(h.status?.podIP).toBe('10.201.0.12');
+    expect((await kubectl('exec', 'host-net', '--', 'cat', '/proc/sys/kernel/hostname')).trim()).toBe('node-2');
+    expect((await kubectl('exec', 'net-a', '--', 'cat', '/proc/sys/kernel/hostname')).trim()).toBe('net-a');
+    // Across nodes, pod to pod: net-b listens, net-a connects.
+    await kubectl('exec', 'net-b', '--', 'sh', '-c', 'nc -l -p 7000 -e echo hello-from-b >/dev/null 2>&1 &');
+    const reply = await waitFor('a TCP reply from net-b', 20_000, async () =>
+      (await kubectl('exec', 'net-a', '--', 'sh', '-c', `nc -w 2 ${b.status?.podIP} 7000 </dev/null`)).trim() || undefined);
+    expect(reply).toBe('hello-from-b');
+  });
+
+  it('pods reach the API server through the kubernetes Service (kube-proxy)', async () => {
+    const out = await kubectl('exec', 'net-a', '--', 'sh', '-c', 'nc -w 3 10.0.0.1 443 </dev/null && echo connected');
+    expect(out.trim()).toBe('connected');
+  });
+
+  it('kubectl logs reads a container’s output through the kubelet', async () => {
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('logger', 'node-1', 'echo line-one; echo line-two; trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    await running('logger');
+    const logs = await waitFor('two log lines', 20_000, async () => {
+      const l = await kubectl('logs', 'logger');
+      return l.includes('line-two') ? l : undefined;
+    });
+    expect(logs.trim().split('\n')).toEqual(['line-one', 'line-two']);
+  });
+
+  it('a graceful deletion: the kubelet reports every container terminated and a terminal phase before it deletes the pod', async () => {
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('graceful', 'node-2', 'trap "sleep 0.2; exit 0" TERM; while :; do sleep 0.1; done') });
+    const started = await running('graceful');
+    const seen: { type: string; pod: Pod }[] = [];
+    const watch = await new Watch(kc).watch('/api/v1/namespaces/default/pods',
+      { fieldSelector: 'metadata.name=graceful', resourceVersion: started.metadata.resourceVersion },
+      (type: string, obj: Pod) => { seen.push({ type, pod: obj }); }, () => undefined);
+    await http.request('DELETE', '/api/v1/namespaces/default/pods/graceful');
+    await waitFor('graceful DELETED', 30_000, () => seen.some((e) => e.type === 'DELETED'));
+    watch.abort();
+    const lastBeforeDelete = seen.filter((e) => e.type === 'MODIFIED').at(-1)?.pod;
+    expect(lastBeforeDelete?.metadata.deletionTimestamp).toBeDefined();
+    expect(['Succeeded', 'Failed']).toContain(lastBeforeDelete?.status?.phase);
+    expect(lastBeforeDelete?.status?.containerStatuses?.every((c) => c.state?.terminated)).toBe(true);
+  });
+
+  it('while the nodes run, the host’s mounts, network namespaces and iptables rules are untouched', async () => {
+    const during = await hostState([dir]);
+    expect(during.mounts).toEqual(before.mounts);
+    expect(during.netns).toEqual(before.netns);
+    expect(during.iptables).toEqual(before.iptables);
+    expect(during.paths).toEqual(before.paths);
+  });
+
+  it('cluster down leaves the host as it found it', async () => {
+    const { stdout } = await run(join(repoRoot, 'hack', 'nodes.sh'), ['processes'], { env });
+    expect(stdout.trim()).not.toBe(''); // the nodes' processes, before down
+    // Exit status 0 means down had nothing to kill after its orderly stop.
+    await run(script, ['down'], { env });
+    expect(await hostState([dir])).toEqual(before);
+  });
+});
