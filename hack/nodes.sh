@@ -232,6 +232,12 @@ node_up() { # node_up <node> <bin dir>
     sleep 0.1
   done
   import_images "$n" "$bin"
+  # The node's own record of its containers, for tests and benchmarks (hack/node-record.ts): a host process.
+  if ! alive "$n" record; then
+    setsid "$root/hack/node-record.sh" --node "$n" --ctr "$bin/ctr" --address "$d/containerd/containerd.sock" \
+      --kubelet-log "$logs/$n-kubelet.log" --out "$d/record.jsonl" >>"$logs/$n-record.log" 2>&1 </dev/null &
+    echo $! >"$d/pids/record"
+  fi
   start_part "$n" kubelet "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
     --root-dir /var/lib/kubelet --cert-dir "$d/pki" --hostname-override "$n" --node-ip "$ip" --v=2
   start_part "$n" kube-proxy "$bin/kube-proxy" --config "$d/kube-proxy.yaml" --v=1
@@ -242,7 +248,8 @@ import_images() { # import_images <node> <bin dir>: every image of hack/images.s
   have="$("$bin/ctr" --address "$sock" -n k8s.io images ls -q)"
   while read -r ref tar; do
     grep -qxF "$ref" <<<"$have" && continue
-    "$bin/ctr" --address "$sock" -n k8s.io images import --no-unpack=false "$tar" >/dev/null
+    # ctr warns about cgroup v1 on every call: keep its other messages.
+    "$bin/ctr" --address "$sock" -n k8s.io images import "$tar" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2) >/dev/null
   done < <("$root/hack/images.sh")
   log "$n: images imported"
 }
@@ -304,7 +311,7 @@ down() {
   mkdir -p "$nodes_dir"
   # The kubelets first (so nothing restarts a container), then every container and shim, then the rest.
   for n in $(node_names); do
-    for part in kube-proxy kubelet; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
+    for part in record kube-proxy kubelet; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
   done
   # shellcheck disable=SC2046
   kill_and_wait KILL $(node_processes | grep -vxF -f <(for n in $(node_names); do pid_of "$n" anchor; pid_of "$n" containerd; done) || true)

@@ -1,11 +1,11 @@
 // make bench-failover: the operator's own leader failover on the local cluster, graceful (the leader pod is
 // deleted: SIGTERM → it stops its work, releases its Lease, the watching standby takes it) and crash (the
-// leader's process is SIGKILLed: the Lease must expire). Measured from the node agent's signal time (or the
+// leader's process is SIGKILLed: the Lease must expire). Measured from the node's own stop-signal time (or the
 // kill) to the first observation of a leader again, by a Lease watch. BENCH_RUNS repetitions (default 3).
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { makeLogger } from '../../src/log.js';
-import { clusterHttp, localDir, nodeAgentEvents, nodeAgentUrl, waitFor } from '../lib/cluster.js';
+import { clusterHttp, localDir, nodeEvents, waitFor } from '../lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../lib/operator.js';
 import { waitRolloutComplete } from '../lib/rollout.js';
 import { gapStats } from './handovers.js';
@@ -16,7 +16,6 @@ const http = clusterHttp();
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const LEASE = 'csi-handover-leader';
 
-interface AgentPod { pod: string; containers: { name: string; state: { kind: string; pid?: number } }[] }
 
 async function once(kind: 'graceful' | 'crash'): Promise<number> {
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
@@ -29,11 +28,11 @@ async function once(kind: 'graceful' | 'crash'): Promise<number> {
     if (kind === 'graceful') {
       await http.request('DELETE', `/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods/${name}`);
       const term = await waitFor('SIGTERM sent', 30_000, async () =>
-        (await nodeAgentEvents()).find((e) => e.pod === name && e.event === 'signal' && e.signal === 'SIGTERM'));
+        (await nodeEvents()).find((e) => e.pod === name && e.event === 'signal' && e.signal === 'SIGTERM'));
       stoppedAt = Date.parse(term.t);
     } else {
-      const pods = (await (await fetch(`${nodeAgentUrl}/pods`)).json()) as AgentPod[];
-      const pid = pods.find((p) => p.pod === name)?.containers[0]?.state.pid;
+      // The container's process as containerd started it (the latest start, should it have restarted).
+      const pid = (await nodeEvents()).filter((e) => e.pod === name && e.event === 'container-started').at(-1)?.pid;
       if (!pid) throw new Error(`no running process for ${name}`);
       stoppedAt = Date.now();
       process.kill(pid, 'SIGKILL');

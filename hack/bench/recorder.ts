@@ -1,11 +1,11 @@
 // Watches the Leases of a namespace and records every version it sees, timed on this machine's clock, so a
-// rollout's handovers can be analysed afterwards (handovers.ts). Stop times come from the node agent's
-// event log (the moment it sent SIGTERM), which is what "the old leader was told to stop" means.
+// rollout's handovers can be analysed afterwards (handovers.ts). Stop times come from the nodes' own record
+// (the moment the kubelet stopped the container), which is what "the old leader was told to stop" means.
 import type { V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
-import { nodeAgentEvents } from '../lib/cluster.js';
+import { nodeEvents } from '../lib/cluster.js';
 import type { LeaseObservation } from './handovers.js';
 
 export class LeaseRecorder {
@@ -43,10 +43,10 @@ export class LeaseRecorder {
   }
 }
 
-/** When the node agent first sent SIGTERM to each pod (by pod name), in ms since epoch. */
+/** When the node first sent SIGTERM to each pod (by pod name), in ms since epoch. */
 export async function sigtermTimes(namespace: string): Promise<Map<string, number>> {
   const out = new Map<string, number>();
-  for (const e of await nodeAgentEvents()) {
+  for (const e of await nodeEvents()) {
     if (e.event === 'signal' && e.signal === 'SIGTERM' && e.namespace === namespace && !out.has(e.pod)) out.set(e.pod, Date.parse(e.t));
   }
   return out;

@@ -1,14 +1,14 @@
 // Helpers shared by the cluster tests, the demo and the benchmarks: paths of the local cluster, a client
-// for it, kubectl, the node agent's control API, and condition waits.
+// for it, kubectl, the nodes' own record of their containers and their fault switches, and condition waits.
 import { execFile } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { KubeConfig } from '@kubernetes/client-node';
 import { KubeHttp } from '../../src/kube/http.js';
-import type { AgentEvent } from '../node-agent/pod-worker.js';
+import type { NodeEvent } from './node-events.js';
 
 const run = promisify(execFile);
 
@@ -17,6 +17,8 @@ export const localDir = process.env.CSI_HANDOVER_LOCAL ?? join(repoRoot, '.local
 export const kubeconfigPath = join(localDir, 'kubeconfig');
 export const binDir = join(process.env.CSI_HANDOVER_CACHE ?? join(homedir(), '.cache', 'csi-handover'), 'bin');
 export const nodeAgentUrl = `http://127.0.0.1:${process.env.NODE_AGENT_PORT ?? '20280'}`;
+/** Real kubelets (hack/nodes.sh), or the node agent that plays them (hack/node-agent). */
+export const realNodes = (process.env.CSI_HANDOVER_NODES ?? 'real') === 'real';
 
 export function clusterHttp(): KubeHttp {
   if (!existsSync(kubeconfigPath)) throw new Error(`no kubeconfig at ${kubeconfigPath}: run make cluster-up`);
@@ -61,14 +63,33 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => P
   }
 }
 
-export type { AgentEvent };
+export type { NodeEvent };
 
-export async function nodeAgentEvents(): Promise<AgentEvent[]> {
-  const res = await fetch(`${nodeAgentUrl}/events`);
-  return (await res.json()) as AgentEvent[];
+/**
+ * Every container start, exit and stop signal the nodes recorded, oldest first: on real nodes containerd's
+ * events and the kubelet's own log (hack/node-record.ts), with the node agent its event log.
+ */
+export async function nodeEvents(): Promise<NodeEvent[]> {
+  if (!realNodes) return (await (await fetch(`${nodeAgentUrl}/events`)).json()) as NodeEvent[];
+  const dir = join(localDir, 'nodes');
+  const events: NodeEvent[] = [];
+  for (const node of existsSync(dir) ? readdirSync(dir) : []) {
+    const file = join(dir, node, 'record.jsonl');
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, 'utf8').split('\n')) if (line) events.push(JSON.parse(line) as NodeEvent);
+  }
+  return events.sort((a, b) => Date.parse(a.t) - Date.parse(b.t));
 }
 
+/**
+ * A partitioned node: its kubelet stops talking to the API server (frozen with SIGSTOP on a real node) while
+ * containerd keeps its containers running; `false` lets it talk again.
+ */
 export async function setPartitioned(node: string, partitioned: boolean): Promise<void> {
+  if (realNodes) {
+    await run(join(repoRoot, 'hack', 'nodes.sh'), [partitioned ? 'freeze' : 'thaw', node], { env: process.env });
+    return;
+  }
   const res = await fetch(`${nodeAgentUrl}/partition?node=${node}&value=${partitioned}`, { method: 'POST' });
   if (!res.ok) throw new Error(`partition ${node}: ${res.status} ${await res.text()}`);
 }
@@ -78,12 +99,13 @@ export const SAMPLE_NAMESPACE = 'csi-hostpath';
 export const SAMPLE_DEPLOYMENT = 'csi-hostpath-controller';
 export const SAMPLE_DRIVER = 'hostpath.csi.k8s.io';
 
-/** The four controller sidecar leases of the sample driver (facts §1, dots sanitised to dashes). */
+/** The five controller sidecar leases of the sample driver (facts §1, dots sanitised to dashes). */
 export const SAMPLE_LEASES = {
   'csi-provisioner': 'hostpath-csi-k8s-io',
   'csi-attacher': 'external-attacher-leader-hostpath-csi-k8s-io',
   'csi-resizer': 'external-resizer-hostpath-csi-k8s-io',
   'csi-snapshotter': 'external-snapshotter-leader-hostpath-csi-k8s-io',
+  'csi-external-health-monitor-controller': 'external-health-monitor-leader-hostpath-csi-k8s-io',
 } as const;
 
 /** The sample driver's overlays: lease timings, the sidecars' own release-on-exit gate, replicas. */

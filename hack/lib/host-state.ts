@@ -3,6 +3,7 @@
 // routes, iptables rules, top-level cgroups, the kernel settings the kubelet and CNI write, and the paths
 // kubelet, containerd and CNI use by default.
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 
@@ -20,8 +21,9 @@ export interface HostState {
   paths: string[];
 }
 
-/** Programs a node runs: any of them alive on the host belongs to some cluster. */
-const NODE_PROGRAMS = new Set(['kubelet', 'containerd', 'containerd-shim', 'containerd-shim-runc-v2', 'kube-proxy', 'pause', 'runc']);
+/** The cgroup (and bridge) name prefix hack/nodes.sh derives from a cluster's state directory. */
+export const clusterCgroupPrefix = (stateDir: string): string =>
+  `csi-handover-${createHash('sha256').update(`${stateDir}\n`).digest('hex').slice(0, 6)}`;
 
 export const KERNEL_SETTINGS = [
   'vm/overcommit_memory', 'vm/panic_on_oom', 'kernel/panic', 'kernel/panic_on_oops', 'kernel/keys/root_maxkeys',
@@ -44,13 +46,17 @@ async function command(file: string, args: string[]): Promise<string[]> {
   }
 }
 
+/** A cluster's processes: every one that names its state directory (control plane, kubelet, containerd, shims)
+ * or runs in its nodes' cgroups (pods). Another cluster on the machine does not count. */
 function processes(stateDirs: string[]): string[] {
   const out: string[] = [];
+  const prefixes = stateDirs.map((d) => `:/${clusterCgroupPrefix(d)}-`);
   for (const pid of readdirSync('/proc').filter((p) => /^\d+$/.test(p))) {
     try {
       const comm = readFileSync(`/proc/${pid}/comm`, 'utf8').trim();
       const cmdline = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
-      if (NODE_PROGRAMS.has(comm) || stateDirs.some((d) => cmdline.includes(d))) out.push(`${pid} ${comm}`);
+      const cgroup = readFileSync(`/proc/${pid}/cgroup`, 'utf8');
+      if (stateDirs.some((d) => cmdline.includes(d)) || prefixes.some((p) => cgroup.includes(p))) out.push(`${pid} ${comm}`);
     } catch {
       // exited while we looked
     }
@@ -82,7 +88,7 @@ function sysctls(): string[] {
   });
 }
 
-/** The host as seen from the init namespaces; `stateDirs`: directories whose processes count as ours. */
+/** The host as seen from the init namespaces; `stateDirs`: the clusters (state directories) whose processes count. */
 export async function hostState(stateDirs: string[]): Promise<HostState> {
   const [links, routes, iptables] = await Promise.all([
     command('ip', ['-o', 'link', 'show']).then((ls) => ls.map((l) => l.split(':')[1]?.trim() ?? l).sort()),

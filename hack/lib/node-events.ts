@@ -1,0 +1,92 @@
+// The real nodes' own record of their containers (hack/node-record.ts writes it, tests and benchmarks read it):
+// when containerd started a container or saw it exit, and when the kubelet sent it its stop signal. Pure
+// parsers of containerd's event stream (`ctr events`) and of the kubelet's log line, tested in
+// test/unit/node-events.test.ts.
+
+export interface NodeEvent {
+  /** ISO time: containerd's own event time, or the kubelet log line's time. */
+  t: string;
+  node: string;
+  namespace: string;
+  pod: string;
+  uid: string;
+  container?: string;
+  event: 'container-started' | 'container-exited' | 'pod-started' | 'pod-stopped' | 'signal';
+  pid?: number;
+  exitCode?: number | null;
+  signal?: string | null;
+}
+
+export interface ContainerdEvent {
+  t: string;
+  kind: 'created' | 'started' | 'exited';
+  containerId: string;
+  pid?: number;
+  exitCode?: number;
+}
+
+// "2026-12-01 07:35:05.176635884 +0000 UTC k8s.io /tasks/exit {json}"
+const CTR_LINE = /^(\d{4}-\d\d-\d\d) (\d\d:\d\d:\d\d(?:\.\d+)?) ([+-]\d{4}) \S+ (\S+) (\S+) (\{.*\})$/;
+
+/** One line of `ctr -n k8s.io events`: a container created, its task started or exited (exec processes are skipped). */
+export function parseContainerdEvent(line: string): ContainerdEvent | undefined {
+  const m = CTR_LINE.exec(line.trim());
+  if (!m) return undefined;
+  const [, day, time, zone, , topic, json] = m;
+  let body: Record<string, unknown>;
+  try {
+    body = JSON.parse(json ?? '') as Record<string, unknown>;
+  } catch {
+    return undefined;
+  }
+  const envelope = isoOf(day ?? '', time ?? '', zone ?? '');
+  const str = (k: string): string | undefined => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
+  const num = (k: string): number | undefined => (typeof body[k] === 'number' ? (body[k] as number) : undefined);
+  switch (topic) {
+    case '/containers/create': {
+      const id = str('id');
+      return id ? { t: envelope, kind: 'created', containerId: id } : undefined;
+    }
+    case '/tasks/start': {
+      const id = str('container_id');
+      return id ? { t: envelope, kind: 'started', containerId: id, ...(num('pid') !== undefined ? { pid: num('pid') } : {}) } : undefined;
+    }
+    case '/tasks/exit': {
+      const id = str('container_id');
+      // An exec'd process exits under its own id; only the container's init process is the container.
+      if (!id || (str('id') ?? id) !== id) return undefined;
+      const at = body.exited_at as { seconds?: number; nanos?: number } | string | undefined;
+      const t = typeof at === 'string' ? at : at?.seconds !== undefined ? new Date(at.seconds * 1000 + Math.floor((at.nanos ?? 0) / 1e6)).toISOString() : envelope;
+      // Protobuf's JSON leaves out zero values: no exit_status means exit code 0.
+      return { t, kind: 'exited', containerId: id, exitCode: num('exit_status') ?? 0, ...(num('pid') !== undefined ? { pid: num('pid') } : {}) };
+    }
+    default:
+      return undefined;
+  }
+}
+
+function isoOf(day: string, time: string, zone: string): string {
+  const [hms, frac = ''] = time.split('.');
+  const ms = (frac + '000').slice(0, 3);
+  return new Date(`${day}T${hms}.${ms}${zone.slice(0, 3)}:${zone.slice(3)}`).toISOString();
+}
+
+// klog: I1201 07:34:08.146612   17887 kuberuntime_container.go:909] "Killing container with a grace period" pod="ns/name" podUID="…" containerName="driver" …
+const KILL_LINE = /^I(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+)\s+\d+ \S+\] "Killing container with a grace period" pod="([^/"]+)\/([^"]+)" podUID="([^"]*)" containerName="([^"]+)"/;
+
+/**
+ * The kubelet's "Killing container with a grace period" line: the moment it asks the runtime to stop a container
+ * (the stop signal follows within milliseconds). klog writes local time without a year: `now` supplies it.
+ */
+export function parseKubeletStop(line: string, now: Date): Omit<NodeEvent, 'node' | 'event' | 'signal'> | undefined {
+  const m = KILL_LINE.exec(line);
+  if (!m) return undefined;
+  const [, month, day, time, namespace, pod, uid, container] = m;
+  const [hms = '', frac = ''] = (time ?? '').split('.');
+  const [h, mi, s] = hms.split(':').map(Number);
+  let year = now.getFullYear();
+  // A line from December read in January belongs to last year.
+  if (Number(month) - 1 > now.getMonth()) year -= 1;
+  const at = new Date(year, Number(month) - 1, Number(day), h, mi, s, Number((frac + '000').slice(0, 3)));
+  return { t: at.toISOString(), namespace: namespace ?? '', pod: pod ?? '', uid: uid ?? '', container: container ?? '' };
+}

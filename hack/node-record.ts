@@ -1,0 +1,96 @@
+// The node's own record of its containers, for tests and benchmarks (never for the operator): what containerd
+// says happened to each container (started, exited, with exit code and time) and when the kubelet sent a
+// container its stop signal, read from the kubelet's log. One process per real node (hack/nodes.sh starts it);
+// it appends one JSON line per event to --out, in the shape `nodeEvents()` (hack/lib/cluster.ts) returns.
+//   node-record.ts --node node-1 --ctr BIN --address SOCK --kubelet-log FILE --out FILE
+import { execFile, spawn } from 'node:child_process';
+import { appendFileSync, closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { constants } from 'node:os';
+import { createInterface } from 'node:readline';
+import { parseArgs, promisify } from 'node:util';
+import type { NodeEvent } from './lib/node-events.js';
+import { parseContainerdEvent, parseKubeletStop } from './lib/node-events.js';
+
+const run = promisify(execFile);
+const { values: opts } = parseArgs({
+  options: {
+    node: { type: 'string' }, ctr: { type: 'string' }, address: { type: 'string' },
+    'kubelet-log': { type: 'string' }, out: { type: 'string' },
+  },
+});
+function required(name: keyof typeof opts): string {
+  const v = opts[name];
+  if (!v) throw new Error(`node-record: --${name} is required (--node --ctr --address --kubelet-log --out)`);
+  return v;
+}
+const node = required('node'), ctr = required('ctr'), address = required('address'), out = required('out');
+const kubeletLog = required('kubelet-log');
+
+const write = (e: NodeEvent): void => appendFileSync(out, `${JSON.stringify(e)}\n`);
+
+/** runc reports a process killed by signal N as exit status 128 + N: name the signal, as a child's exit does. */
+const SIGNALS = new Map(Object.entries(constants.signals).map(([name, n]) => [128 + n, name]));
+const exitOf = (code: number): Pick<NodeEvent, 'exitCode' | 'signal'> =>
+  SIGNALS.has(code) ? { exitCode: null, signal: SIGNALS.get(code) } : { exitCode: code, signal: null };
+
+/** Pod, namespace and container of a CRI container, from its labels, looked up once when containerd creates it. */
+interface Owner { namespace: string; pod: string; uid: string; container?: string }
+const owners = new Map<string, Promise<Owner | undefined>>();
+function ownerOf(id: string): Promise<Owner | undefined> {
+  let o = owners.get(id);
+  if (!o) {
+    o = run(ctr, ['--address', address, '-n', 'k8s.io', 'containers', 'info', id], { maxBuffer: 16 << 20 })
+      .then(({ stdout }) => {
+        const labels = (JSON.parse(stdout) as { Labels?: Record<string, string> }).Labels ?? {};
+        const pod = labels['io.kubernetes.pod.name'];
+        if (!pod) return undefined;
+        return { namespace: labels['io.kubernetes.pod.namespace'] ?? '', pod, uid: labels['io.kubernetes.pod.uid'] ?? '', container: labels['io.kubernetes.container.name'] };
+      })
+      .catch(() => undefined);
+    owners.set(id, o);
+  }
+  return o;
+}
+
+const events = spawn(ctr, ['--address', address, '-n', 'k8s.io', 'events'], { stdio: ['ignore', 'pipe', 'inherit'] });
+events.on('exit', (code) => {
+  console.error(`node-record ${node}: ctr events exited (${code})`);
+  process.exit(1);
+});
+createInterface({ input: events.stdout }).on('line', (line) => {
+  const e = parseContainerdEvent(line);
+  if (!e) return;
+  // Ask for the owner at creation, while the container surely exists; later events reuse the answer.
+  const owner = ownerOf(e.containerId);
+  if (e.kind === 'created') return;
+  void owner.then((o) => {
+    if (!o) return;
+    const sandbox = o.container === undefined;
+    write({
+      t: e.t, node, namespace: o.namespace, pod: o.pod, uid: o.uid, ...(sandbox ? {} : { container: o.container }),
+      event: e.kind === 'started' ? (sandbox ? 'pod-started' : 'container-started') : (sandbox ? 'pod-stopped' : 'container-exited'),
+      ...(e.pid !== undefined ? { pid: e.pid } : {}), ...(e.exitCode !== undefined ? exitOf(e.exitCode) : {}),
+    });
+  });
+});
+
+// The kubelet's log, followed from its current end: every "Killing container with a grace period" line.
+let offset = existsSync(kubeletLog) ? statSync(kubeletLog).size : 0;
+let partial = '';
+setInterval(() => {
+  if (!existsSync(kubeletLog)) return;
+  const size = statSync(kubeletLog).size;
+  if (size < offset) offset = 0; // a new log
+  if (size === offset) return;
+  const fd = openSync(kubeletLog, 'r');
+  const buf = Buffer.alloc(size - offset);
+  readSync(fd, buf, 0, buf.length, offset);
+  closeSync(fd);
+  offset = size;
+  const lines = (partial + buf.toString('utf8')).split('\n');
+  partial = lines.pop() ?? '';
+  for (const l of lines) {
+    const stop = parseKubeletStop(l, new Date());
+    if (stop) write({ ...stop, node, event: 'signal', signal: 'SIGTERM' });
+  }
+}, 50);
