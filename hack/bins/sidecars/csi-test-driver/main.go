@@ -44,6 +44,19 @@ func shortHash(s string) string {
 // Volume IDs depend only on the name, so a retried CreateVolume is idempotent on every replica.
 func volumeID(name string) string { return "vol-" + shortHash(name) }
 
+// volumeFor decodes a volume ID made by volumeID. The ID carries no size or content source, so the volume comes
+// back with CapacityBytes 0 (unknown, as the CSI spec allows) and no ContentSource.
+func volumeFor(id string) (*csi.Volume, bool) {
+	hash, ok := strings.CutPrefix(id, "vol-")
+	if !ok || len(hash) != 16 {
+		return nil, false
+	}
+	if _, err := hex.DecodeString(hash); err != nil {
+		return nil, false
+	}
+	return &csi.Volume{VolumeId: id}, true
+}
+
 func (d *driver) GetPluginInfo(context.Context, *csi.GetPluginInfoRequest) (*csi.GetPluginInfoResponse, error) {
 	return &csi.GetPluginInfoResponse{Name: d.name, VendorVersion: "v0.1.0"}, nil
 }
@@ -67,6 +80,8 @@ func (d *driver) ControllerGetCapabilities(context.Context, *csi.ControllerGetCa
 		csi.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
 		csi.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
 		csi.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csi.ControllerServiceCapability_RPC_GET_VOLUME,
+		csi.ControllerServiceCapability_RPC_VOLUME_CONDITION,
 	} {
 		caps = append(caps, &csi.ControllerServiceCapability{Type: &csi.ControllerServiceCapability_Rpc{Rpc: &csi.ControllerServiceCapability_RPC{Type: c}}})
 	}
@@ -105,6 +120,24 @@ func (d *driver) ControllerPublishVolume(_ context.Context, req *csi.ControllerP
 
 func (d *driver) ControllerUnpublishVolume(context.Context, *csi.ControllerUnpublishVolumeRequest) (*csi.ControllerUnpublishVolumeResponse, error) {
 	return &csi.ControllerUnpublishVolumeResponse{}, nil
+}
+
+// ControllerGetVolume is what csi-external-health-monitor-controller polls (GET_VOLUME + VOLUME_CONDITION). Every
+// volume it can decode is healthy; PublishedNodeIds stays empty because no replica keeps attachment state.
+func (d *driver) ControllerGetVolume(_ context.Context, req *csi.ControllerGetVolumeRequest) (*csi.ControllerGetVolumeResponse, error) {
+	if req.GetVolumeId() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume id missing")
+	}
+	vol, ok := volumeFor(req.GetVolumeId())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "volume %q not found", req.GetVolumeId())
+	}
+	return &csi.ControllerGetVolumeResponse{
+		Volume: vol,
+		Status: &csi.ControllerGetVolumeResponse_VolumeStatus{
+			VolumeCondition: &csi.VolumeCondition{Abnormal: false, Message: "healthy"},
+		},
+	}, nil
 }
 
 func (d *driver) ControllerExpandVolume(_ context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
