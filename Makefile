@@ -6,17 +6,18 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-scale typecheck build clean
+.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-scale typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
 	@echo "make test            everything CI runs (unit + real-cluster tests)"
 	@echo "make test-unit       tests that need no cluster (seconds)"
 	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
-	@echo "make cluster-up|cluster-down   the local control plane and node agent"
+	@echo "make cluster-up|cluster-down   the local control plane and two real nodes"
 	@echo "make bench           every way of handing over × timings × replicas: gaps, rollout, storage stalls (BENCH_RUNS)"
 	@echo "make bench-baseline  rollout handover gaps without csi-handover"
 	@echo "make bench-failover  the operator's own leader failover, graceful and crash"
+	@echo "make bench-kubelet   what a real kubelet reports, and when, through a pod's start and graceful deletion"
 	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
 
 deps: .local/.deps-ok
@@ -65,6 +66,12 @@ bench-failover: deps bins
 	hack/cluster.sh up
 	npx tsx hack/bench/failover.ts
 
+bench-kubelet: deps bins
+	hack/cluster.sh up
+	npx tsx hack/bench/kubelet-timeline.ts
+
+# 5,000 virtual pods: real containers cannot serve that on this machine, so the node agent plays the nodes.
+bench-scale: export CSI_HANDOVER_NODES := agent
 bench-scale: deps bins build
 	hack/cluster.sh up
 	npx tsx hack/bench/scale.ts

@@ -13,7 +13,7 @@ pki="$local_dir/pki" logs="$local_dir/logs" pids="$local_dir/pids"
 etcd_port="${ETCD_PORT:-22379}" etcd_peer_port="${ETCD_PEER_PORT:-22380}"
 api_port="${APISERVER_PORT:-16443}" kcm_port="${KCM_PORT:-20257}" sched_port="${SCHEDULER_PORT:-20259}"
 kubeconfig="$local_dir/kubeconfig"
-nodes_mode="${CSI_HANDOVER_NODES:-agent}"
+nodes_mode="${CSI_HANDOVER_NODES:-real}"
 node_net="${NODE_NET:-10.200}"
 # Real nodes reach the API server on the host's end of their bridge (the kubernetes Service's endpoint).
 if [[ "$nodes_mode" == real ]]; then api_addr="$node_net.0.1"; else api_addr=127.0.0.1; fi
@@ -86,8 +86,15 @@ wait_ready() { # wait_ready <name> <url> <seconds> [curl args]
 
 up() {
   local bin
+  # One kind of node per cluster: starting the other kind beside a running cluster would register two sets
+  # of node-1/node-2.
+  if alive kube-apiserver && [[ -f "$local_dir/nodes-mode" && "$(cat "$local_dir/nodes-mode")" != "$nodes_mode" ]]; then
+    log "a cluster with $(cat "$local_dir/nodes-mode") nodes is running in $local_dir; hack/cluster.sh down first to start one with $nodes_mode nodes"
+    exit 1
+  fi
   bin="${CSI_HANDOVER_BIN_DIR:-$("$root/hack/bins.sh")}"
   mkdir -p "$logs" "$pids" "$local_dir/etcd"
+  echo "$nodes_mode" >"$local_dir/nodes-mode"
   gen_pki
   write_kubeconfig "$kubeconfig" admin kubernetes-admin
   write_kubeconfig "$local_dir/kube-controller-manager.kubeconfig" kube-controller-manager system:kube-controller-manager

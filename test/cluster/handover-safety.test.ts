@@ -1,12 +1,12 @@
-// Safety: a lease is released only for a holder proven dead. With the node agent's fault switches, the
+// Safety: a lease is released only for a holder proven dead. With the nodes' fault switches, the
 // operator must not release for a force-deleted pod or a pod on a partitioned node; in each case the lease
-// changes hands only after the old holder's processes are gone (the node agent logs when they exited).
+// changes hands only after the old holder's processes are gone (the node records when they exited).
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
-import { clusterHttp, deploySample, kubectl, nodeAgentEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
+import { clusterHttp, deploySample, kubectl, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorMetric } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
@@ -33,9 +33,9 @@ async function waitReplacedAndLeasesHeld(old: string): Promise<void> {
   await waitLeasesHeldBy(http, NS, leases, after, 120_000);
 }
 
-/** When the node agent saw the last container of `pod` exit. */
+/** When the node saw the last container of `pod` exit. */
 async function lastExit(pod: string): Promise<number> {
-  const exits = (await nodeAgentEvents()).filter((e) => e.pod === pod && e.event === 'container-exited');
+  const exits = (await nodeEvents()).filter((e) => e.pod === pod && e.event === 'container-exited');
   expect(exits.length, `containers of ${pod} exited`).toBeGreaterThan(0);
   return Math.max(...exits.map((e) => Date.parse(e.t)));
 }

@@ -1,10 +1,12 @@
 // The heart: with csi-handover, a logLevel change under OpenShift's lease timings (137s/107s/26s) hands
 // every sidecar lease over within seconds of the old leader's SIGTERM — measured here independently, from a
-// Lease watch and the node agent's signal log — and every handover is reported in the CR and as Events.
+// Lease watch and the nodes' own record of the kubelet's stop — and every handover is reported in the CR and
+// as Events.
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../../src/handover/gate.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
+import { Informer } from '../../src/kube/informer.js';
 import { makeLogger } from '../../src/log.js';
 import { type Handover, handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
@@ -34,11 +36,24 @@ async function settled(): Promise<V1Pod[]> {
   return pods;
 }
 
-/** Runs `trigger`, waits for the rollout and for every lease to be held by a new pod; returns the handovers. */
-async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: Handover[]; before: V1Pod[]; after: V1Pod[] }> {
+/**
+ * Runs `trigger`, waits for the rollout and for every lease to be held by a new pod; returns the handovers,
+ * timed from the old leader's SIGTERM (the kubelet's stop, from the node's record) and, as the operator times
+ * them, from the first sight of its pod's deletion (a Pod watch here).
+ */
+async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: Handover[]; fromDeletion: Handover[]; before: V1Pod[]; after: V1Pod[] }> {
   const before = await settled();
   const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
   await recorder.start();
+  const deletionSeen = new Map<string, number>();
+  const pods = new Informer<V1Pod>(http, { path: `/api/v1/namespaces/${NS}/pods`, log });
+  const seen = (p: V1Pod) => {
+    const name = p.metadata?.name ?? '';
+    if (p.metadata?.deletionTimestamp && !deletionSeen.has(name)) deletionSeen.set(name, Date.now());
+  };
+  pods.on('add', seen).on('update', seen);
+  pods.start();
+  await pods.waitForSync();
   let after: V1Pod[];
   try {
     await trigger();
@@ -50,11 +65,16 @@ async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: H
     await waitLeasesHeldBy(http, NS, leases, after, 300_000);
   } finally {
     recorder.stop();
+    pods.stop();
   }
   const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
   const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => oldPods.has(h.oldHolder));
-  for (const h of handovers) console.log(`${h.lease}: ${h.oldHolder} → ${h.newHolder} ${h.gapMs === undefined ? '(no SIGTERM)' : `${(h.gapMs / 1000).toFixed(2)}s`} ${h.releasedAt ? 'released' : 'not released'}`);
-  return { handovers, before, after };
+  const fromDeletion = handoversFrom(recorder.observations, deletionSeen).filter((h) => oldPods.has(h.oldHolder));
+  for (const h of handovers) {
+    const kubeletMs = (h.stopAt ?? NaN) - (deletionSeen.get(h.oldHolder) ?? NaN);
+    console.log(`${h.lease}: ${h.oldHolder} → ${h.newHolder} ${h.gapMs === undefined ? '(no SIGTERM)' : `${(h.gapMs / 1000).toFixed(2)}s`} after SIGTERM (the kubelet stopped it ${kubeletMs} ms after the deletion) ${h.releasedAt ? 'released' : 'not released'}`);
+  }
+  return { handovers, fromDeletion, before, after };
 }
 
 /** Every lease ended with a handover from an old pod to a new one, each within `boundMs` of the old leader's SIGTERM. */
@@ -71,15 +91,15 @@ function expectFastHandovers(r: { handovers: Handover[]; after: V1Pod[] }, bound
   }
 }
 
-/** The CR reports the same handovers, with gaps that agree with ours. */
-async function expectReported(r: { handovers: Handover[] }, releasedBy: string): Promise<void> {
+/** The CR reports the same handovers, with gaps that agree with ours timed from the same event (the deletion). */
+async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover[] }, releasedBy: string): Promise<void> {
   const cr = await waitFor('handover report in the CR', 30_000, async () => {
     const c = await http.get<CR>(crPath);
     const reported = c.status?.handover?.lastRollout?.leases ?? [];
     return leases.every((l) => reported.some((x) => x.lease === l && x.newHolder === r.handovers.filter((h) => h.lease === l).at(-1)?.newHolder)) ? c : undefined;
   });
   for (const lease of leases) {
-    const ours = r.handovers.filter((h) => h.lease === lease).at(-1);
+    const ours = r.fromDeletion.filter((h) => h.lease === lease).at(-1);
     const theirs = cr.status?.handover?.lastRollout?.leases?.find((x) => x.lease === lease);
     expect(theirs?.releasedBy).toBe(releasedBy);
     // Two observers of the same events on one machine: within a second of each other.

@@ -1,11 +1,10 @@
-// The local cluster is real: a v1.36.3 control plane, and a node agent that runs pods as processes with
-// their own hostname, volumes and service-account token, reports their status and ends them as the kubelet does.
+// The local cluster is real: a v1.36.3 control plane and two real nodes (kubelet, containerd, runc, CNI,
+// kube-proxy) that run pods with their own hostname, volumes and service-account token, and the nodes' own
+// record of what happened to each container (hack/node-record.ts), which the other tests read.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
 import { isNotFound } from '../../src/kube/http.js';
-import { clusterHttp, localDir, nodeAgentEvents, waitFor } from '../../hack/lib/cluster.js';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { clusterHttp, kubectl, nodeEvents, waitFor } from '../../hack/lib/cluster.js';
 
 const http = clusterHttp();
 const ns = 'default';
@@ -38,7 +37,7 @@ const gone = async (name: string) => {
 };
 
 afterAll(async () => {
-  for (const name of ['agent-basics', 'agent-unmapped', 'agent-crash', 'agent-gated']) {
+  for (const name of ['node-basics', 'node-no-image', 'node-crash', 'node-gated']) {
     await deletePod(name, 0).catch(() => undefined);
   }
 });
@@ -50,14 +49,15 @@ describe('control plane', () => {
     expect(await http.get<string>('/readyz')).toBe('ok');
   });
 
-  it('has the node agent’s nodes Ready', async () => {
+  it('has two real nodes Ready', async () => {
     const nodes = await http.get<{ items: V1Node[] }>('/api/v1/nodes');
     const ready = nodes.items.filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
     expect(ready.map((n) => n.metadata?.name).sort()).toEqual(['node-1', 'node-2']);
   });
 });
 
-describe('node agent', () => {
+describe('real nodes', () => {
+  let basicsUid = '';
   it('runs a pod with its own hostname, service account files and in-cluster env, and reports it Running', async () => {
     const script = [
       'echo "host=$(hostname)"',
@@ -68,59 +68,63 @@ describe('node agent', () => {
       'trap "echo got-term; exit 0" TERM',
       'while true; do sleep 0.1; done',
     ].join('; ');
-    const pod0 = shellPod('agent-basics', script, { volumes: [{ name: 'data', emptyDir: {} }] });
+    const pod0 = shellPod('node-basics', script, { volumes: [{ name: 'data', emptyDir: {} }] });
     const c0 = pod0.spec?.containers[0];
     if (c0) c0.volumeMounts = [{ name: 'data', mountPath: '/data' }];
     await createPod(pod0);
-    const pod = await waitFor('agent-basics Running and Ready', 30_000, async () => {
-      const p = await getPod('agent-basics');
+    const pod = await waitFor('node-basics Running and Ready', 30_000, async () => {
+      const p = await getPod('node-basics');
       return p.status?.phase === 'Running' && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ? p : undefined;
     });
     expect(pod.status?.containerStatuses?.[0]?.state?.running).toBeDefined();
-    const logFile = join(localDir, 'logs', 'pods', `${ns}_agent-basics_sh.log`);
-    const log = await waitFor('container output', 10_000, () => {
-      const text = readFileSync(logFile, 'utf8');
+    basicsUid = pod.metadata?.uid ?? '';
+    const log = await waitFor('container output', 10_000, async () => {
+      const text = await kubectl('logs', '-n', ns, 'node-basics');
       return text.includes('ready') ? text : undefined;
     });
-    expect(log).toContain('host=agent-basics');
+    expect(log).toContain('host=node-basics');
     expect(log).toContain('ns=default');
     expect(log).toContain('token=ok');
-    expect(log).toMatch(/api=127\.0\.0\.1:\d+/);
+    expect(log).toContain('api=10.0.0.1:443'); // the kubernetes Service
   });
 
-  it('ends a deleted pod with SIGTERM, reports it terminated, then deletes the object', async () => {
-    await deletePod('agent-basics');
-    await waitFor('agent-basics gone', 30_000, () => gone('agent-basics'));
-    const events = (await nodeAgentEvents()).filter((e) => e.pod === 'agent-basics');
-    const order = events.map((e) => e.event + (e.signal ? `:${e.signal}` : ''));
-    expect(order).toEqual(['pod-started', 'container-started', 'signal:SIGTERM', 'container-exited', 'pod-stopped']);
-    expect(events.find((e) => e.event === 'container-exited')?.exitCode).toBe(0);
-    const log = readFileSync(join(localDir, 'logs', 'pods', `${ns}_agent-basics_sh.log`), 'utf8');
-    expect(log).toContain('got-term');
-  });
-
-  it('leaves a pod whose image it cannot map Waiting with a clear reason', async () => {
-    await createPod({ ...shellPod('agent-unmapped', ''), spec: { containers: [{ name: 'c', image: 'example.invalid/nothing:v1' }] } });
-    const state = await waitFor('ImageNotMapped', 30_000, async () => {
-      const w = (await getPod('agent-unmapped')).status?.containerStatuses?.[0]?.state?.waiting;
-      return w?.reason === 'ImageNotMapped' ? w : undefined;
+  it('ends a deleted pod with SIGTERM; the node records start, stop signal and exits in order', async () => {
+    const log = kubectl('logs', '-n', ns, '-f', 'node-basics'); // follows until the container ends
+    await deletePod('node-basics');
+    await waitFor('node-basics gone', 30_000, () => gone('node-basics'));
+    expect(await log).toContain('got-term');
+    const events = await waitFor('the sandbox stopped', 10_000, async () => {
+      const mine = (await nodeEvents()).filter((e) => e.uid === basicsUid); // this pod, not an earlier one of that name
+      return mine.some((e) => e.event === 'pod-stopped') ? mine : undefined;
     });
-    expect(state.message).toContain('example.invalid/nothing:v1');
+    const order = events.map((e) => e.event + (e.signal ? `:${e.signal}` : ''));
+    // The container ends on its own after SIGTERM; the runtime then kills the sandbox's pause process.
+    expect(order).toEqual(['pod-started', 'container-started', 'signal:SIGTERM', 'container-exited', 'pod-stopped:SIGKILL']);
+    expect(events.find((e) => e.event === 'container-exited')?.exitCode).toBe(0);
+  });
+
+  it('leaves a pod whose image no node has, and no registry serves, Waiting with the pull error', async () => {
+    await createPod({ ...shellPod('node-no-image', ''), spec: { containers: [{ name: 'c', image: '127.0.0.1:1/nothing:v1' }] } });
+    const state = await waitFor('a pull error', 60_000, async () => {
+      const w = (await getPod('node-no-image')).status?.containerStatuses?.[0]?.state?.waiting;
+      return w?.reason === 'ErrImagePull' || w?.reason === 'ImagePullBackOff' ? w : undefined;
+    });
+    expect(state.message).toContain('127.0.0.1:1/nothing:v1');
   });
 
   it('restarts a crashing container and counts the restarts', async () => {
-    await createPod(shellPod('agent-crash', 'exit 3'));
+    await createPod(shellPod('node-crash', 'exit 3'));
     const status = await waitFor('a restart', 60_000, async () => {
-      const s = (await getPod('agent-crash')).status?.containerStatuses?.[0];
+      const s = (await getPod('node-crash')).status?.containerStatuses?.[0];
       return (s?.restartCount ?? 0) >= 1 && s?.lastState?.terminated ? s : undefined;
     });
     expect(status.lastState?.terminated?.exitCode).toBe(3);
   });
 
   it('does not run a pod that still has scheduling gates', async () => {
-    await createPod(shellPod('agent-gated', 'sleep 60', { schedulingGates: [{ name: 'example.com/hold' }] }));
+    await createPod(shellPod('node-gated', 'sleep 60', { schedulingGates: [{ name: 'example.com/hold' }] }));
     const p = await waitFor('gated pod observed', 10_000, async () => {
-      const pod = await getPod('agent-gated');
+      const pod = await getPod('node-gated');
       return pod.status?.conditions?.find((c) => c.type === 'PodScheduled') ? pod : undefined;
     });
     expect(p.spec?.nodeName).toBeUndefined();

@@ -9,8 +9,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
-import { clusterHttp, kubectl, localDir, nodeAgentEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { clusterHttp, kubectl, localDir, nodeEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { installOperator, operatorLeader, operatorMetric, operatorPods } from '../../hack/lib/operator.js';
+import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -83,6 +84,7 @@ async function waitDaemonSetRolled(): Promise<void> {
 }
 
 beforeAll(async () => {
+  operatorLogFollower.start();
   await installOperator(http);
   await kubectl('create', 'namespace', NS);
   const { deployment, daemonSet } = workloads();
@@ -93,6 +95,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  operatorLogFollower.stop();
   await http.request('DELETE', crPath).catch(() => undefined);
   await kubectl('delete', 'namespace', NS, '--wait=false').catch(() => undefined);
 });
@@ -261,7 +264,7 @@ describe('operator high availability', () => {
     } finally {
       recorder.stop();
     }
-    const sigterm = (await nodeAgentEvents()).find((e) => e.pod === leaderName && e.event === 'signal' && e.signal === 'SIGTERM');
+    const sigterm = (await nodeEvents()).find((e) => e.pod === leaderName && e.event === 'signal' && e.signal === 'SIGTERM');
     const acquired = recorder.observations.find((o) => o.holder === standbyName);
     expect(sigterm).toBeDefined();
     expect(acquired).toBeDefined();
@@ -302,37 +305,25 @@ function reconcileIntervals(): { identity: string; start: number; end: number }[
 }
 
 interface LogLine { time: number; msg: string; driver?: string; identity?: string; level: number }
+/** Every replica's JSON log lines, read from the nodes as they are written (a deleted pod's too). */
+const operatorLogFollower = new PodLogFollower(OP_NS, 'csi-handover');
 function operatorLogs(): LogLine[] {
   const out: LogLine[] = [];
-  for (const name of operatorPodNames()) {
-    let text = '';
-    try {
-      text = readFileSync(join(localDir, 'logs', 'pods', `${OP_NS}_${name}_csi-handover.log`), 'utf8');
-    } catch {
-      continue;
-    }
-    for (const line of text.split('\n')) {
+  for (const pod of operatorLogFollower.pods()) {
+    for (const line of operatorLogFollower.lines(pod)) {
       if (!line.startsWith('{')) continue;
       try {
         out.push(JSON.parse(line) as LogLine);
       } catch {
-        // partial line at the end of a file being written
+        // not one of the operator's JSON lines
       }
     }
   }
   return out;
 }
-let knownOperatorPods = new Set<string>();
-function operatorPodNames(): string[] {
-  return [...knownOperatorPods];
-}
-async function refreshOperatorPods(): Promise<V1Pod[]> {
-  const pods = await operatorPods(http);
-  knownOperatorPods = new Set([...knownOperatorPods, ...pods.map((p) => p.metadata?.name ?? '')]);
-  return pods;
-}
+const refreshOperatorPods = (): Promise<V1Pod[]> => operatorPods(http);
 
-/** The operator leader's pod, remembered for the log check. */
+/** The operator leader's pod. */
 async function leaderPod(): Promise<V1Pod> {
   await refreshOperatorPods();
   return operatorLeader(http);
