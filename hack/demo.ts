@@ -48,12 +48,13 @@ const lastGap = (r: RolloutResult, lease: string) => Math.max(...r.handovers.fil
 const stallOf = (r: ProbedRollout, sidecar: string) => r.stats.find((k) => SIDECAR_OF_KIND[k.kind] === sidecar);
 const fmt = (ms: number | undefined) => (ms !== undefined && Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)}s` : 'n/a');
 const times = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a');
-console.log(`  ${''.padEnd(16)} ${'leaderless'.padStart(30)}   ${'storage operations stalled'.padStart(30)}`);
-console.log(`  ${'sidecar'.padEnd(16)} ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}   ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}`);
+const nameWidth = Math.max(...Object.keys(SAMPLE_LEASES).map((k) => k.length));
+console.log(`  ${''.padEnd(nameWidth)} ${'leaderless'.padStart(30)}   ${'storage operations stalled'.padStart(30)}`);
+console.log(`  ${'sidecar'.padEnd(nameWidth)} ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}   ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}`);
 for (const [sidecar, lease] of Object.entries(SAMPLE_LEASES)) {
   const [a, b] = [lastGap(without, lease), lastGap(withOp, lease)];
   const [sa, sb] = [stallOf(withoutRun, sidecar)?.stallMs, stallOf(withRun, sidecar)?.stallMs];
-  console.log(`  ${sidecar.padEnd(16)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)} ${times(a, b).padStart(10)}   ${fmt(sa).padStart(9)} ${fmt(sb).padStart(9)} ${times(sa, sb).padStart(10)}`);
+  console.log(`  ${sidecar.padEnd(nameWidth)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)} ${times(a, b).padStart(10)}   ${fmt(sa).padStart(9)} ${fmt(sb).padStart(9)} ${times(sa, sb).padStart(10)}`);
 }
 const submitted = (r: ProbedRollout) => r.stats.reduce((n, k) => n + k.submitted, 0);
 console.log(`  Storage operations submitted during the rollout: ${submitted(withoutRun)} without, ${submitted(withRun)} with csi-handover; every object the probe created is deleted again.`);

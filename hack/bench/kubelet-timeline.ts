@@ -1,7 +1,9 @@
 // make bench-kubelet: what a real kubelet reports, and when, for the two moments the handover engine decides on.
 // Per run, a two-container pod (each container exits 200 ms after SIGTERM) is created on a real node and then
-// deleted; times are taken on arrival from an API watch and from the node's own record (the kubelet's stop and
-// containerd's exits), relative to the create and to the delete request:
+// deleted once it has run for DELETE_AFTER_MS (default 3000: a pod that has been up for a while; a pod deleted
+// while its kubelet is still finishing the start waits for that first); times are taken on arrival from an API
+// watch and from the node's own record (the kubelet's stop and containerd's exits), relative to the create and
+// to the delete request:
 //   create → Running (every container running)
 //   delete → deletionTimestamp seen → kubelet stops the containers → processes exit → the status update with
 //   every container terminated (its phase) → the object DELETED.
@@ -15,6 +17,7 @@ import { clusterHttp, localDir, nodeEvents, realNodes, waitFor } from '../lib/cl
 const http = clusterHttp();
 const NS = 'default';
 const RUNS = Number(process.env.BENCH_RUNS ?? 5);
+const DELETE_AFTER_MS = Number(process.env.DELETE_AFTER_MS ?? 3000);
 
 interface Run {
   node: string;
@@ -45,6 +48,7 @@ async function once(i: number): Promise<Run> {
     } });
     const running = await waitFor(`${name} running`, 60_000, () =>
       seen.find((e) => e.pod.status?.containerStatuses?.length === 2 && e.pod.status.containerStatuses.every((c) => c.state?.running)));
+    await new Promise((r) => setTimeout(r, DELETE_AFTER_MS));
     const deleted = Date.now();
     await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
     const gone = await waitFor(`${name} DELETED`, 60_000, () => seen.find((e) => e.type === 'DELETED'));
@@ -81,7 +85,7 @@ async function main(): Promise<void> {
   const runs: Run[] = [];
   for (let i = 0; i < RUNS; i++) runs.push(await once(i));
   const ms = (v: number) => (Number.isFinite(v) ? `${Math.round(v)}`.padStart(6) : '     -');
-  console.log('Real kubelet, graceful deletion of a 2-container pod (each exits 200 ms after SIGTERM), ms:');
+  console.log(`Real kubelet, graceful deletion of a 2-container pod (each exits 200 ms after SIGTERM), deleted ${DELETE_AFTER_MS} ms after it runs; ms:`);
   console.log('  node    create→Running | delete→ deletionTs   stop  last exit  terminal status  phase      updates partial  DELETED');
   for (const r of runs) {
     console.log(`  ${r.node}  ${ms(r.runningMs)}        |           ${ms(r.deletionSeenMs)} ${ms(r.stopMs)}     ${ms(r.lastExitMs)}           ${ms(r.terminalStatusMs)}  ${r.terminalPhase.padEnd(10)} ${String(r.statusUpdatesWhileTerminating).padStart(7)} ${String(r.partialUpdates).padStart(7)}   ${ms(r.deletedMs)}`);
