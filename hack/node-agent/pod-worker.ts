@@ -8,20 +8,10 @@ import type { Logger } from 'pino';
 import { binaryFor, containerArgv, containerEnv, fieldValue, type ImageMap, type PodFacts } from './container-spec.js';
 import type { ContainerState, ContainerView, PodView } from './pod-status.js';
 import { launchContainer, type Mount, type Sandbox, startSandbox } from './sandbox.js';
+import type { NodeEvent } from '../lib/node-events.js';
 
-export interface AgentEvent {
-  t: string;
-  node: string;
-  namespace: string;
-  pod: string;
-  uid: string;
-  container?: string;
-  event: 'container-started' | 'container-exited' | 'pod-started' | 'pod-stopped' | 'signal';
-  pid?: number;
-  exitCode?: number | null;
-  signal?: string | null;
-  detail?: string;
-}
+/** The node agent records the same events a real node's record holds (hack/lib/node-events.ts). */
+export type AgentEvent = NodeEvent;
 
 export interface WorkerDeps {
   node: string;
