@@ -46,33 +46,40 @@ function ownerOf(id: string): Promise<Owner | undefined> {
         if (!pod) return undefined;
         return { namespace: labels['io.kubernetes.pod.namespace'] ?? '', pod, uid: labels['io.kubernetes.pod.uid'] ?? '', container: labels['io.kubernetes.container.name'] };
       })
-      .catch(() => undefined);
+      .catch(() => {
+        owners.delete(id); // containerd unreachable for a moment (restarting): ask again next time
+        return undefined;
+      });
     owners.set(id, o);
   }
   return o;
 }
 
-const events = spawn(ctr, ['--address', address, '-n', 'k8s.io', 'events'], { stdio: ['ignore', 'pipe', 'inherit'] });
-events.on('exit', (code) => {
-  console.error(`node-record ${node}: ctr events exited (${code})`);
-  process.exit(1);
-});
-createInterface({ input: events.stdout }).on('line', (line) => {
-  const e = parseContainerdEvent(line);
-  if (!e) return;
-  // Ask for the owner at creation, while the container surely exists; later events reuse the answer.
-  const owner = ownerOf(e.containerId);
-  if (e.kind === 'created') return;
-  void owner.then((o) => {
-    if (!o) return;
-    const sandbox = o.container === undefined;
-    write({
-      t: e.t, node, namespace: o.namespace, pod: o.pod, uid: o.uid, ...(sandbox ? {} : { container: o.container }),
-      event: e.kind === 'started' ? (sandbox ? 'pod-started' : 'container-started') : (sandbox ? 'pod-stopped' : 'container-exited'),
-      ...(e.pid !== undefined ? { pid: e.pid } : {}), ...(e.exitCode !== undefined ? exitOf(e.exitCode) : {}),
+// containerd's event stream; when containerd restarts (a fault the tests inject) the stream ends: subscribe again.
+function subscribe(): void {
+  const events = spawn(ctr, ['--address', address, '-n', 'k8s.io', 'events'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  events.on('exit', (code) => {
+    console.error(`node-record ${node}: ctr events exited (${code}); subscribing again`);
+    setTimeout(subscribe, 200);
+  });
+  createInterface({ input: events.stdout }).on('line', (line) => {
+    const e = parseContainerdEvent(line);
+    if (!e) return;
+    // Ask for the owner at creation, while the container surely exists; later events reuse the answer.
+    const owner = ownerOf(e.containerId);
+    if (e.kind === 'created') return;
+    void owner.then((o) => {
+      if (!o) return;
+      const sandbox = o.container === undefined;
+      write({
+        t: e.t, node, namespace: o.namespace, pod: o.pod, uid: o.uid, ...(sandbox ? {} : { container: o.container }),
+        event: e.kind === 'started' ? (sandbox ? 'pod-started' : 'container-started') : (sandbox ? 'pod-stopped' : 'container-exited'),
+        ...(e.pid !== undefined ? { pid: e.pid } : {}), ...(e.exitCode !== undefined ? exitOf(e.exitCode) : {}),
+      });
     });
   });
-});
+}
+subscribe();
 
 // The kubelet's log, followed from its current end: every "Killing container with a grace period" line.
 let offset = existsSync(kubeletLog) ? statSync(kubeletLog).size : 0;

@@ -243,13 +243,19 @@ node_up() { # node_up <node> <bin dir>
   start_part "$n" kube-proxy "$bin/kube-proxy" --config "$d/kube-proxy.yaml" --v=1
 }
 
+# ctr_k8s <bin dir> <socket> <ctr args…>: ctr in the CRI namespace; it warns about cgroup v1 on every call, so
+# that line is dropped and every other message kept.
+ctr_k8s() {
+  local bin="$1" sock="$2"; shift 2
+  "$bin/ctr" --address "$sock" -n k8s.io "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2)
+}
+
 import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's containerd
   local n="$1" bin="$2" sock="$nodes_dir/$1/containerd/containerd.sock" have tar ref
-  have="$("$bin/ctr" --address "$sock" -n k8s.io images ls -q)"
+  have="$(ctr_k8s "$bin" "$sock" images ls -q)"
   while read -r ref tar; do
     grep -qxF "$ref" <<<"$have" && continue
-    # ctr warns about cgroup v1 on every call: keep its other messages.
-    "$bin/ctr" --address "$sock" -n k8s.io images import "$tar" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2) >/dev/null
+    ctr_k8s "$bin" "$sock" images import "$tar" >/dev/null
   done < <("$root/hack/images.sh")
   log "$n: images imported"
 }

@@ -69,9 +69,9 @@ export type { NodeEvent };
  * Every container start, exit and stop signal the nodes recorded, oldest first: on real nodes containerd's
  * events and the kubelet's own log (hack/node-record.ts), with the node agent its event log.
  */
-export async function nodeEvents(): Promise<NodeEvent[]> {
+export async function nodeEvents(stateDir = localDir): Promise<NodeEvent[]> {
   if (!realNodes) return (await (await fetch(`${nodeAgentUrl}/events`)).json()) as NodeEvent[];
-  const dir = join(localDir, 'nodes');
+  const dir = join(stateDir, 'nodes');
   const events: NodeEvent[] = [];
   for (const node of existsSync(dir) ? readdirSync(dir) : []) {
     const file = join(dir, node, 'record.jsonl');

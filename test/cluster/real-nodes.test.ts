@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeHttp } from '../../src/kube/http.js';
-import { binDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { binDir, nodeEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { hostState, type HostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
@@ -19,6 +19,7 @@ const env = {
   ETCD_PORT: '24379', ETCD_PEER_PORT: '24380', APISERVER_PORT: '18443', KCM_PORT: '22257', SCHEDULER_PORT: '22259',
 };
 const script = join(repoRoot, 'hack', 'cluster.sh');
+const nodesScript = join(repoRoot, 'hack', 'nodes.sh');
 let http: KubeHttp;
 let kc: KubeConfig;
 let before: HostState;
@@ -27,11 +28,11 @@ const kubectl = async (...args: string[]): Promise<string> =>
   (await run(join(binDir, 'kubectl'), args, { env: { ...env, KUBECONFIG: join(dir, 'kubeconfig') } })).stdout;
 
 interface Pod {
-  metadata: { name: string; deletionTimestamp?: string; resourceVersion?: string };
+  metadata: { name: string; uid?: string; deletionTimestamp?: string; resourceVersion?: string };
   spec: { nodeName?: string };
   status?: {
     phase?: string; podIP?: string; hostIP?: string;
-    containerStatuses?: { name: string; state?: { running?: object; terminated?: { exitCode: number } } }[];
+    containerStatuses?: { name: string; containerID?: string; restartCount?: number; state?: { running?: object; terminated?: { exitCode: number } } }[];
   };
 }
 
@@ -121,6 +122,30 @@ describe('real nodes', () => {
     expect(lastBeforeDelete?.status?.containerStatuses?.every((c) => c.state?.terminated)).toBe(true);
   });
 
+  it('a kubelet restarted: its pods keep running in the same containers, and it runs new ones', async () => {
+    const before = await running('net-a');
+    await run(nodesScript, ['stop', 'node-1', 'kubelet'], { env });
+    await run(nodesScript, ['start', 'node-1', 'kubelet'], { env, maxBuffer: 16 << 20 });
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('after-kubelet', 'node-1', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    await running('after-kubelet');
+    const after = await running('net-a');
+    expect(after.status?.containerStatuses?.[0]).toMatchObject({ containerID: before.status?.containerStatuses?.[0]?.containerID, restartCount: 0 });
+  });
+
+  it('containerd restarted: containers keep running under their shims, and new pods start', async () => {
+    const before = await running('net-b');
+    await run(nodesScript, ['stop', 'node-2', 'containerd'], { env });
+    await run(nodesScript, ['start', 'node-2', 'containerd'], { env, maxBuffer: 16 << 20 });
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('after-containerd', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    const fresh = await running('after-containerd');
+    const after = await running('net-b');
+    expect(after.status?.containerStatuses?.[0]).toMatchObject({ containerID: before.status?.containerStatuses?.[0]?.containerID, restartCount: 0 });
+    expect((await kubectl('exec', 'net-b', '--', 'echo', 'still-here')).trim()).toBe('still-here');
+    // The node's record follows containerd across its restart.
+    await waitFor('the new pod in the node record', 10_000, async () =>
+      (await nodeEvents(dir)).some((e) => e.uid === fresh.metadata.uid && e.event === 'container-started'));
+  });
+
   it('while the nodes run, the host’s mounts, network namespaces and iptables rules are untouched', async () => {
     const during = await hostState([dir]);
     expect(during.mounts).toEqual(before.mounts);
@@ -130,7 +155,7 @@ describe('real nodes', () => {
   });
 
   it('cluster down leaves the host as it found it', async () => {
-    const { stdout } = await run(join(repoRoot, 'hack', 'nodes.sh'), ['processes'], { env });
+    const { stdout } = await run(nodesScript, ['processes'], { env });
     expect(stdout.trim()).not.toBe(''); // the nodes' processes, before down
     // Exit status 0 means down had nothing to kill after its orderly stop.
     await run(script, ['down'], { env });
