@@ -10,8 +10,9 @@ for tool in openssl:openssl unshare:util-linux nsenter:util-linux curl:curl npm:
     runc:runc iptables:iptables ip:iproute2 gcc:gcc; do
   command -v "${tool%%:*}" >/dev/null || need+=("${tool#*:}")
 done
-[[ -x /bin/busybox ]] || need+=(busybox-static)
-[[ -f /usr/lib/x86_64-linux-gnu/libc.a ]] || need+=(libc6-dev)
+# The shell image copies /bin/busybox alone into an empty image: it must be the static build.
+dpkg -s busybox-static >/dev/null 2>&1 || need+=(busybox-static)
+dpkg -s libc6-dev >/dev/null 2>&1 || need+=(libc6-dev)
 if ((${#need[@]})); then
   echo "installing apt packages: ${need[*]}" >&2
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
