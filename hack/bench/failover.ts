@@ -9,7 +9,7 @@ import { clusterHttp, localDir, nodeEvents, waitFor } from '../lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../lib/operator.js';
 import { waitRolloutComplete } from '../lib/rollout.js';
 import { gapStats } from './handovers.js';
-import { LeaseRecorder } from './recorder.js';
+import { LeaseRecorder, sigtermTimes } from './recorder.js';
 
 const log = makeLogger('bench-failover', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
@@ -27,9 +27,7 @@ async function once(kind: 'graceful' | 'crash'): Promise<number> {
   try {
     if (kind === 'graceful') {
       await http.request('DELETE', `/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods/${name}`);
-      const term = await waitFor('SIGTERM sent', 30_000, async () =>
-        (await nodeEvents()).find((e) => e.pod === name && e.event === 'signal' && e.signal === 'SIGTERM'));
-      stoppedAt = Date.parse(term.t);
+      stoppedAt = await waitFor('SIGTERM sent', 30_000, async () => (await sigtermTimes(OPERATOR_NAMESPACE)).get(name));
     } else {
       // The container's process as containerd started it (the latest start, should it have restarted).
       const pid = (await nodeEvents()).filter((e) => e.pod === name && e.event === 'container-started').at(-1)?.pid;

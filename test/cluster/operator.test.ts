@@ -8,8 +8,8 @@ import type { V1DaemonSet, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
-import { LeaseRecorder } from '../../hack/bench/recorder.js';
-import { clusterHttp, kubectl, localDir, nodeEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
+import { clusterHttp, kubectl, localDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { installOperator, operatorLeader, operatorMetric, operatorPods } from '../../hack/lib/operator.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
@@ -253,7 +253,7 @@ describe('operator high availability', () => {
   it('when the leader is deleted, the standby leads within a second or so, and no reconcile ever runs on two replicas at once', async () => {
     const leader = await leaderPod();
     const leaderName = leader.metadata?.name ?? '';
-    const standby = (await refreshOperatorPods()).find((p) => p.metadata?.name !== leaderName && !p.metadata?.deletionTimestamp);
+    const standby = (await operatorPods(http)).find((p) => p.metadata?.name !== leaderName && !p.metadata?.deletionTimestamp);
     const standbyName = standby?.metadata?.name ?? '';
     expect(standbyName).not.toBe('');
     const recorder = new LeaseRecorder(http, OP_NS, new Set(['csi-handover-leader']), makeLogger('test', 'warn'));
@@ -264,11 +264,11 @@ describe('operator high availability', () => {
     } finally {
       recorder.stop();
     }
-    const sigterm = (await nodeEvents()).find((e) => e.pod === leaderName && e.event === 'signal' && e.signal === 'SIGTERM');
+    const sigterm = (await sigtermTimes(OP_NS)).get(leaderName);
     const acquired = recorder.observations.find((o) => o.holder === standbyName);
     expect(sigterm).toBeDefined();
     expect(acquired).toBeDefined();
-    const failoverMs = (acquired?.t ?? 0) - Date.parse(sigterm?.t ?? '');
+    const failoverMs = (acquired?.t ?? 0) - (sigterm ?? NaN);
     console.log(`operator failover: SIGTERM to ${leaderName} → ${standbyName} leads in ${failoverMs}ms`);
     // Goal: well under a second; the bound leaves a wide margin for a loaded machine. Without the release
     // and the watching standby it would be the lease duration (15s) plus up to a retry.
@@ -321,13 +321,7 @@ function operatorLogs(): LogLine[] {
   }
   return out;
 }
-const refreshOperatorPods = (): Promise<V1Pod[]> => operatorPods(http);
-
-/** The operator leader's pod. */
-async function leaderPod(): Promise<V1Pod> {
-  await refreshOperatorPods();
-  return operatorLeader(http);
-}
+const leaderPod = (): Promise<V1Pod> => operatorLeader(http);
 
 /** csi_handover_reconciles_total summed over outcomes, from the leader's /metrics. */
 const reconcileCount = () => operatorMetric(http, 'csi_handover_reconciles_total');
