@@ -10,10 +10,10 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { PatchType } from '../../src/kube/http.js';
+import { isConflict, PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorRequests, removeHandoverGate, setOperatorMode, uninstallOperator } from '../lib/operator.js';
+import { installCrd, installOperator, OPERATOR_NAMESPACE, operatorRequests, removeHandoverGate, setOperatorMode, uninstallOperator } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
@@ -68,7 +68,10 @@ async function setCrLevel(level: string): Promise<void> {
   const spec = { managementState: 'Managed', logLevel: level };
   await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
     apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec,
-  } }).catch(() => http.patch(crPath, { spec }, PatchType.merge));
+  } }).catch(async (err: unknown) => {
+    if (!isConflict(err)) throw err;
+    await http.patch(crPath, { spec }, PatchType.merge);
+  });
 }
 
 async function prepare(s: Scenario): Promise<V1Pod[]> {
@@ -77,7 +80,9 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
   if (!operator) {
     await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
   } else {
-    // The CR asks for what the template has, so installing the operator rolls nothing out.
+    // The CR asks for what the template has, so installing the operator rolls nothing out. On a fresh
+    // cluster the CRD comes first.
+    if (!(await operatorInstalled())) await installCrd();
     await setCrLevel(LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
     if (!(await operatorInstalled())) await installOperator(http);
     await setOperatorMode(http, s.who === 'companion' ? 'companion' : 'standalone');
@@ -127,7 +132,7 @@ interface ReportedLease { lease: string; oldHolder: string; newHolder: string; g
 /**
  * The operator's report (the CR's status.handover) against what we measured: for each lease, its last
  * handover of the rollout should be there with about the same gap. The operator times the stop from its
- * first sight of the pod's deletion, we from the node agent's SIGTERM; a few hundred ms apart at most.
+ * first sight of the pod's deletion, we from the kubelet's SIGTERM in the node record; a few hundred ms apart at most.
  */
 async function checkReport(handovers: Handover[]): Promise<ReportCheck> {
   const last = new Map<string, Handover>();

@@ -16,6 +16,12 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
 }
 
+/** The ClusterCSIDriver CRD alone (config/crd), for writing a CR before the operator is installed. */
+export async function installCrd(): Promise<void> {
+  await kubectl('apply', '-k', join(repoRoot, 'config', 'crd'));
+  await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
+}
+
 /** Switches standalone/companion (a rollout of the operator itself) and waits for it; no-op when already there. */
 export async function setOperatorMode(http: KubeHttp, mode: 'standalone' | 'companion'): Promise<void> {
   await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', `CSI_HANDOVER_MODE=${mode}`);
