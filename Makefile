@@ -6,7 +6,7 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-scale typecheck build clean
+.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
@@ -18,6 +18,7 @@ help:
 	@echo "make bench-baseline  rollout handover gaps without csi-handover"
 	@echo "make bench-failover  the operator's own leader failover, graceful and crash"
 	@echo "make bench-kubelet   what a real kubelet reports, and when, through a pod's start and graceful deletion"
+	@echo "make bench-race      companion mode's race: did the new pod try the lease before its release? (RACE_ROLLOUTS)"
 	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
 
 deps: .local/.deps-ok
@@ -70,10 +71,14 @@ bench-kubelet: deps bins
 	hack/cluster.sh up
 	npx tsx hack/bench/kubelet-timeline.ts
 
-# 5,000 virtual pods: real containers cannot serve that on this machine, so the node agent plays the nodes.
-bench-scale: export CSI_HANDOVER_NODES := agent
-bench-scale: deps bins build
+bench-race: deps bins
 	hack/cluster.sh up
+	npx tsx hack/bench/race.ts
+
+# 5,000 virtual pods: real containers cannot serve that on this machine, so KWOK plays them on fake nodes
+# beside the real ones (where the operator runs).
+bench-scale: deps bins
+	CSI_HANDOVER_KWOK_NODES=2 hack/cluster.sh up
 	npx tsx hack/bench/scale.ts
 
 clean:

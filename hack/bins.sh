@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane and node components (kubelet, kube-proxy), etcd, containerd, the
-# CNI plugins, the CSI sidecars and driver, the pause binary and the image tool into a cache outside the repo,
+# CNI plugins, KWOK, the CSI sidecars and driver, the pause binary and the image tool into a cache outside the repo,
 # keyed by what goes into each build. A warm cache makes this a no-op.
 # Prints the bin directory on the last line of stdout.
 set -euo pipefail
@@ -70,6 +70,17 @@ cni="$(build_module "$here/bins/cni" "" \
 
 images="$(build_module "$here/bins/images" "" imagetool=.)"
 
+# KWOK plays the thousands of virtual nodes' pods of make bench-scale (stages: hack/kwok/).
+kwok="$(build_module "$here/bins/kwok" "" kwok=sigs.k8s.io/kwok/cmd/kwok)"
+# KWOK's own node stages (initialize, heartbeat with a node lease) and pod-ready, as its module ships them.
+if [[ ! -f "$kwok/kwok-stages-upstream.yaml" ]]; then
+  kwok_src="$(cd "$here/bins/kwok" && go mod download -json sigs.k8s.io/kwok | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')/kustomize/stage"
+  for f in node/fast/node-initialize.yaml node/heartbeat-with-lease/node-heartbeat-with-lease.yaml pod/fast/pod-ready.yaml; do
+    cat "$kwok_src/$f"; echo "---"
+  done >"$kwok/kwok-stages-upstream.yaml.tmp"
+  mv "$kwok/kwok-stages-upstream.yaml.tmp" "$kwok/kwok-stages-upstream.yaml"
+fi
+
 # Upstream components the module proxy here may refuse: the module where it is served, else the released source
 # kept beside the project (../shared/third_party, see its README), never a copy inside the repo.
 third_party_dir() {
@@ -128,7 +139,7 @@ fi
 # One directory of symlinks, so callers need a single path.
 bin="$cache/bin"
 mkdir -p "$bin"
-for d in "$k8s" "$etcd" "$sidecars" "$containerd" "$cni" "$images" "$hostpath" "$registrar" "$livenessprobe" "$healthmonitor" "$pause"; do
+for d in "$k8s" "$etcd" "$sidecars" "$containerd" "$cni" "$images" "$kwok" "$hostpath" "$registrar" "$livenessprobe" "$healthmonitor" "$pause"; do
   for f in "$d"/*; do ln -sfn "$f" "$bin/$(basename "$f")"; done
 done
 echo "binaries in $bin" >&2

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Starts and stops a real local control plane: etcd, kube-apiserver (TLS, RBAC + Node authorization, service
-# accounts), kube-controller-manager and kube-scheduler, and the nodes: with CSI_HANDOVER_NODES=real two real
-# nodes (kubelet, containerd, runc, CNI, kube-proxy; hack/nodes.sh), the API server on the nodes' bridge;
-# otherwise the node agent that plays the kubelet, everything on loopback.
-# Everything runtime lives under .local/ (git-ignored): pki/, etcd/, logs/, pids/, nodes/, kubeconfig.
-#   hack/cluster.sh up     start (idempotent: a running cluster is left alone)
+# accounts), kube-controller-manager and kube-scheduler, and two real nodes (kubelet, containerd, runc, CNI,
+# kube-proxy; hack/nodes.sh) with the API server on the nodes' bridge. With CSI_HANDOVER_KWOK_NODES=<n> (make
+# bench-scale) also KWOK and n fake nodes it plays (label csi-handover.io/kwok=true, tainted so only pods that
+# ask land there).
+# Everything runtime lives under .local/ (git-ignored): pki/, etcd/, logs/, pids/, nodes/, kwok/, kubeconfig.
+#   hack/cluster.sh up     start (idempotent: a running cluster is left alone; adds KWOK when asked)
 #   hack/cluster.sh down   stop every process it started, and check none is left
+#   hack/cluster.sh running   exit 0 if this state dir's API server runs
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 local_dir="${CSI_HANDOVER_LOCAL:-$root/.local}"
@@ -13,10 +15,11 @@ pki="$local_dir/pki" logs="$local_dir/logs" pids="$local_dir/pids"
 etcd_port="${ETCD_PORT:-22379}" etcd_peer_port="${ETCD_PEER_PORT:-22380}"
 api_port="${APISERVER_PORT:-16443}" kcm_port="${KCM_PORT:-20257}" sched_port="${SCHEDULER_PORT:-20259}"
 kubeconfig="$local_dir/kubeconfig"
-nodes_mode="${CSI_HANDOVER_NODES:-real}"
 node_net="${NODE_NET:-10.200}"
-# Real nodes reach the API server on the host's end of their bridge (the kubernetes Service's endpoint).
-if [[ "$nodes_mode" == real ]]; then api_addr="$node_net.0.1"; else api_addr=127.0.0.1; fi
+# The nodes reach the API server on the host's end of their bridge (the kubernetes Service's endpoint).
+api_addr="$node_net.0.1"
+kwok_nodes="${CSI_HANDOVER_KWOK_NODES:-0}"
+KWOK_LABEL=csi-handover.io/kwok
 
 log() { echo "[cluster] $*" >&2; }
 
@@ -86,34 +89,27 @@ wait_ready() { # wait_ready <name> <url> <seconds> [curl args]
 
 up() {
   local bin
-  # One kind of node per cluster: starting the other kind beside a running cluster would register two sets
-  # of node-1/node-2.
-  if alive kube-apiserver && [[ -f "$local_dir/nodes-mode" && "$(cat "$local_dir/nodes-mode")" != "$nodes_mode" ]]; then
-    log "a cluster with $(cat "$local_dir/nodes-mode") nodes is running in $local_dir; hack/cluster.sh down first to start one with $nodes_mode nodes"
-    exit 1
-  fi
+  [[ "$kwok_nodes" =~ ^[0-9]+$ ]] || { log "CSI_HANDOVER_KWOK_NODES=$kwok_nodes: a number of fake nodes, please"; exit 2; }
   bin="${CSI_HANDOVER_BIN_DIR:-$("$root/hack/bins.sh")}"
   mkdir -p "$logs" "$pids" "$local_dir/etcd"
-  echo "$nodes_mode" >"$local_dir/nodes-mode"
   gen_pki
   write_kubeconfig "$kubeconfig" admin kubernetes-admin
   write_kubeconfig "$local_dir/kube-controller-manager.kubeconfig" kube-controller-manager system:kube-controller-manager
   write_kubeconfig "$local_dir/kube-scheduler.kubeconfig" kube-scheduler system:kube-scheduler
 
-  [[ "$nodes_mode" == real ]] && "$root/hack/nodes.sh" net-up
+  "$root/hack/nodes.sh" net-up
   start etcd "$bin/etcd" --name local --data-dir "$local_dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \
     --initial-cluster "local=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level warn
   wait_ready etcd "http://127.0.0.1:$etcd_port/health" 60
 
-  local node_flags=()
-  [[ "$nodes_mode" == real ]] && node_flags=(--enable-admission-plugins NodeRestriction
-    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key"
-    --kubelet-preferred-address-types InternalIP)
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
-    --bind-address "$api_addr" --advertise-address "$api_addr" --secure-port "$api_port" "${node_flags[@]}" \
+    --bind-address "$api_addr" --advertise-address "$api_addr" --secure-port "$api_port" \
+    --enable-admission-plugins NodeRestriction \
+    --kubelet-client-certificate "$pki/apiserver-kubelet-client.crt" --kubelet-client-key "$pki/apiserver-kubelet-client.key" \
+    --kubelet-preferred-address-types InternalIP \
     --tls-cert-file "$pki/apiserver.crt" --tls-private-key-file "$pki/apiserver.key" \
     --client-ca-file "$pki/ca.crt" \
     --authorization-mode Node,RBAC \
@@ -146,33 +142,50 @@ up() {
     sleep 0.2
   done
 
-  if [[ "$nodes_mode" == real ]]; then
-    CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up
-  else
-    start node-agent "$root/hack/node-agent.sh" --kubeconfig "$kubeconfig" --bin-dir "$bin" \
-      --state-dir "$local_dir/node-agent" --images "$root/hack/node-agent/images.json"
-    wait_ready node-agent "http://127.0.0.1:$(node_agent_port)/healthz" 60
-  fi
+  CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up
+  ((kwok_nodes == 0)) || kwok_up "$bin"
   log "cluster up; export KUBECONFIG=$kubeconfig"
 }
 
-node_agent_port() { echo "${NODE_AGENT_PORT:-20280}"; }
-
-pod_processes() {
-  local f
-  for f in /proc/[0-9]*/environ; do
-    if grep -qzxF "CSI_HANDOVER_STATE=$local_dir/node-agent" "$f" 2>/dev/null; then
-      f="${f#/proc/}"; echo "${f%/environ}"
-    fi
-  done
+# KWOK with KWOK's own node stages and pod-ready (from its module, hack/bins.sh) and our pod stages
+# (hack/kwok/pod-stages.yaml), managing only the fake nodes this creates.
+kwok_up() {
+  local bin="$1" i
+  mkdir -p "$local_dir/kwok"
+  cat "$bin/kwok-stages-upstream.yaml" "$root/hack/kwok/pod-stages.yaml" >"$local_dir/kwok/stages.yaml"
+  start kwok "$bin/kwok" --kubeconfig "$kubeconfig" --config "$local_dir/kwok/stages.yaml" \
+    --manage-nodes-with-label-selector "$KWOK_LABEL=true" --cidr "${KWOK_POD_CIDR:-10.96.0.0/16}" --node-ip 10.96.255.254 \
+    --node-lease-duration-seconds 40
+  for ((i = 1; i <= kwok_nodes; i++)); do
+    cat <<NODE
+apiVersion: v1
+kind: Node
+metadata:
+  name: kwok-node-$i
+  labels: {$KWOK_LABEL: "true", kubernetes.io/hostname: kwok-node-$i, type: kwok}
+  annotations: {kwok.x-k8s.io/node: fake}
+spec:
+  taints: [{key: kwok.x-k8s.io/node, value: fake, effect: NoSchedule}]
+---
+NODE
+  done | "$bin/kubectl" --kubeconfig "$kubeconfig" apply -f - >/dev/null
+  if ! "$bin/kubectl" --kubeconfig "$kubeconfig" wait --for=condition=Ready node -l "$KWOK_LABEL=true" --timeout=60s >/dev/null; then
+    log "KWOK's nodes are not Ready after 60s; last log lines:"; tail -20 "$logs/kwok.log" >&2; exit 1
+  fi
+  log "kwok: $kwok_nodes fake node(s) Ready"
 }
 
 down() {
   local name pid left=0
-  # Real nodes first (whatever mode started them), while the API server still answers.
+  # KWOK's fake nodes go with it: left in etcd they would be NotReady nodes of the next cluster. Their pods
+  # go with them (the pod garbage collector deletes pods bound to a node that no longer exists).
+  if alive kwok && alive kube-apiserver; then
+    "${CSI_HANDOVER_BIN_DIR:-$("$root/hack/bins.sh" 2>/dev/null)}/kubectl" --kubeconfig "$kubeconfig" delete nodes -l "$KWOK_LABEL=true" --wait=false >/dev/null || left=1
+  fi
+  # Real nodes first, while the API server still answers.
   if [[ -d "$local_dir/nodes" ]]; then "$root/hack/nodes.sh" down || left=1; fi
-  # Reverse start order: the node agent first, so it stops the pods' processes while the API still answers.
-  for name in node-agent kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  # Reverse start order.
+  for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [[ -f "$pids/$name" ]] || continue
     pid="$(cat "$pids/$name")"
     if kill -0 "$pid" 2>/dev/null; then
@@ -183,11 +196,10 @@ down() {
     fi
     rm -f "$pids/$name"
   done
-  # Anything still running under our state dir, or a pod process the node agent started (each carries
-  # CSI_HANDOVER_STATE=<its state dir> in its environment), is a leak: kill it and report it.
+  # Anything still running under our state dir is a leak: kill it and report it.
   local leftovers
-  leftovers="$(pgrep -f -- "$local_dir" || true) $(pod_processes)"
-  leftovers="$(echo $leftovers)"
+  leftovers="$(pgrep -f -- "$local_dir" | tr '\n' ' ' || true)"
+  leftovers="${leftovers% }"
   if [[ -n "$leftovers" ]]; then
     log "killing leftover processes: $leftovers"
     # shellcheck disable=SC2086
@@ -199,8 +211,8 @@ down() {
 
 case "${1:-}" in
   up) up ;;
-  pod-processes) pod_processes ;;
+  running) alive kube-apiserver ;;
   down) down ;;
-  wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/node-agent" "$local_dir/nodes" "$logs" ;;
-  *) echo "usage: $0 up|down|wipe" >&2; exit 2 ;;
+  wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/nodes" "$local_dir/kwok" "$logs" ;;
+  *) echo "usage: $0 up|down|wipe|running" >&2; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 started=0
-if ! curl -fsS -k --max-time 2 "https://127.0.0.1:${APISERVER_PORT:-16443}/readyz" >/dev/null 2>&1; then
+if ! "$root/hack/cluster.sh" running; then
   "$root/hack/cluster.sh" up
   started=1
 fi

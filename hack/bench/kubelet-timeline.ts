@@ -12,7 +12,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { Watch } from '@kubernetes/client-node';
-import { clusterHttp, localDir, nodeEvents, realNodes, waitFor } from '../lib/cluster.js';
+import { clusterHttp, localDir, nodeEvents, waitFor } from '../lib/cluster.js';
 
 const http = clusterHttp();
 const NS = 'default';
@@ -81,7 +81,6 @@ async function once(i: number): Promise<Run> {
 }
 
 async function main(): Promise<void> {
-  if (!realNodes) throw new Error('kubelet-timeline measures real kubelets: start the cluster with real nodes');
   const runs: Run[] = [];
   for (let i = 0; i < RUNS; i++) runs.push(await once(i));
   const ms = (v: number) => (Number.isFinite(v) ? `${Math.round(v)}`.padStart(6) : '     -');

@@ -1,6 +1,8 @@
 // make bench-scale: the operator against SCALE_PODS pods and SCALE_LEASES leases across SCALE_NAMESPACES
-// namespaces while handovers happen, for SCALE_MINUTES. The pods are virtual (the node agent reports them
-// like real ones but runs no process); each namespace has one managed driver Deployment (2 replicas, a
+// namespaces while handovers happen, for SCALE_MINUTES. The pods are virtual: KWOK plays them on fake nodes
+// (hack/cluster.sh with CSI_HANDOVER_KWOK_NODES; stages in hack/kwok/), reporting them Running and, on deletion,
+// every container terminated and then the object deleted, as a kubelet does, with no process behind them. The
+// operator itself runs from its image on the real nodes. Each namespace has one managed driver Deployment (2 replicas, a
 // ClusterCSIDriver each) whose pods hold the sidecar leases, and filler pods that hold or do not hold the
 // rest. This script plays the sidecars: it renews every lease of a live holder, and when a lease it watches is
 // released it acquires it for a live pod of the driver. Every SCALE_HANDOVER_INTERVAL_MS it deletes a driver
@@ -19,8 +21,7 @@ import { isConflict, isNotFound, PatchType } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
 import { acquiredRecord, LeaseRecord, microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
-import { VIRTUAL_POD_ANNOTATION } from '../node-agent/virtual-pod.js';
-import { clusterHttp, kubectl, localDir, waitFor } from '../lib/cluster.js';
+import { clusterHttp, localDir, waitFor } from '../lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../lib/operator.js';
 import { rolloutRestart, waitRolloutComplete } from '../lib/rollout.js';
 import { countQuantity, metricSum, type PlannedLease, parseMetrics, percentile, planLeases, type Point, type Sample, slope, thirds } from './scale-stats.js';
@@ -52,6 +53,12 @@ const DEPLOYMENT = 'csi-controller';
 const LEASE_DURATION_SECONDS = 137;
 const RELEASE_TIMEOUT_MS = 30_000;
 const SIDECARS = ['csi-provisioner', 'csi-attacher', 'csi-resizer', 'csi-snapshotter'];
+/** KWOK's fake nodes, as hack/cluster.sh creates them: labelled, and tainted so that nothing else lands there. */
+const KWOK_LABEL = 'csi-handover.io/kwok';
+const ON_KWOK = {
+  nodeSelector: { [KWOK_LABEL]: 'true' },
+  tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Equal', value: 'fake', effect: 'NoSchedule' }],
+};
 
 const log = makeLogger('bench-scale', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
@@ -114,7 +121,7 @@ async function cleanUp(): Promise<void> {
   if (namespaces.length === 0) return;
   say(`deleting ${namespaces.length} bench namespace(s)`);
   // The pods are virtual (no process to stop): deleting them at once spares the namespace controller and
-  // the node agent a graceful termination of thousands of pods (minutes per namespace otherwise).
+  // KWOK a graceful termination of thousands of pods (minutes per namespace otherwise).
   await inPoolQuiet(namespaces, 4, (ns) => deleteIfPresent(`/api/v1/namespaces/${ns}/pods`, { gracePeriodSeconds: '0' }));
   for (const ns of namespaces) await deleteIfPresent(`/api/v1/namespaces/${ns}`);
   let last = -1;
@@ -126,27 +133,15 @@ async function cleanUp(): Promise<void> {
   }, 2_000);
 }
 
-/**
- * The operator on the tsc output (hack/operator-entrypoint.sh, CSI_HANDOVER_RUN=compiled; make bench-scale
- * builds it first), or back on the sources — what the tests and other benchmarks run.
- */
-async function runCompiled(on: boolean): Promise<void> {
-  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', on ? 'CSI_HANDOVER_RUN=compiled' : 'CSI_HANDOVER_RUN-');
-  await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
-}
-
-/** The nodes must admit every pod: the node agent's --max-pods (NODE_AGENT_MAX_PODS), per node. */
+/** KWOK's fake nodes (hack/cluster.sh labels them) must be Ready and admit every pod. */
 async function checkCapacity(): Promise<V1Node[]> {
-  const nodes = (await http.get<{ items: V1Node[] }>('/api/v1/nodes')).items
+  const nodes = (await http.get<{ items: V1Node[] }>('/api/v1/nodes', { labelSelector: `${KWOK_LABEL}=true` })).items
     .filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
   const allocatable = nodes.reduce((sum, n) => sum + (countQuantity(n.status?.allocatable?.pods) || 0), 0);
   const existing = (await http.get<{ items: unknown[] }>('/api/v1/pods')).items.length;
   const needed = P + N + existing; // + a replacement per namespace while a handover is in flight
-  if (nodes.length === 0) throw new Error('no Ready node: is the node agent running?');
-  if (allocatable < needed) {
-    throw new Error(`the ${nodes.length} Ready node(s) admit ${allocatable} pods; the bench needs ${needed}. Restart the cluster `
-      + '(hack/cluster.sh down && hack/cluster.sh up) so the node agent starts with its current --max-pods default, or set NODE_AGENT_MAX_PODS');
-  }
+  if (nodes.length === 0) throw new Error(`no Ready KWOK node (label ${KWOK_LABEL}=true): start them with CSI_HANDOVER_KWOK_NODES=2 hack/cluster.sh up`);
+  if (allocatable < needed) throw new Error(`the ${nodes.length} Ready KWOK node(s) admit ${allocatable} pods; the bench needs ${needed}`);
   return nodes;
 }
 
@@ -171,8 +166,8 @@ async function createDrivers(): Promise<void> {
         replicas: 2,
         selector: { matchLabels: { app: DEPLOYMENT } },
         template: {
-          metadata: { labels, annotations: { [VIRTUAL_POD_ANNOTATION]: 'true' } },
-          spec: { terminationGracePeriodSeconds: 30, containers: SIDECARS.map((name) => ({ name, image: 'csi-handover.local/virtual:v1', args: ['--v=2'] })) },
+          metadata: { labels },
+          spec: { ...ON_KWOK, terminationGracePeriodSeconds: 30, containers: SIDECARS.map((name) => ({ name, image: 'csi-handover.local/virtual:v1', args: ['--v=2'] })) },
         },
       },
     });
@@ -185,8 +180,8 @@ async function createFillers(nodes: V1Node[]): Promise<void> {
   for (let i = 0; i < N; i++) for (let j = 0; j < fillersIn(i); j++) items.push({ ns: i, j, node: nodes[items.length % nodes.length]?.metadata?.name ?? '' });
   await inPool('filler pods', items, ({ ns, j, node }) => create(`/api/v1/namespaces/${nsName(ns)}/pods`, {
     apiVersion: 'v1', kind: 'Pod',
-    metadata: { name: `filler-${j}`, labels: { app: 'filler', [BENCH_LABEL]: 'scale' }, annotations: { [VIRTUAL_POD_ANNOTATION]: 'true' } },
-    spec: { nodeName: node, containers: [{ name: 'app', image: 'csi-handover.local/virtual:v1' }] },
+    metadata: { name: `filler-${j}`, labels: { app: 'filler', [BENCH_LABEL]: 'scale' } },
+    spec: { nodeName: node, tolerations: ON_KWOK.tolerations, containers: [{ name: 'app', image: 'csi-handover.local/virtual:v1' }] },
   }));
 }
 
@@ -454,9 +449,8 @@ async function main(): Promise<void> {
     + `${params.SCALE_MINUTES} min of handovers every ${params.SCALE_HANDOVER_INTERVAL_MS} ms, renewals every ${params.SCALE_RENEW_SECONDS}s`);
   await cleanUp();
   const nodes = await checkCapacity();
-  say('installing the operator, and restarting it on the compiled JavaScript (as the image runs it) so every run starts from a fresh process');
+  say('installing the operator (its image, on the real nodes), and restarting it so every run starts from a fresh process');
   await installOperator(http);
-  await runCompiled(true);
   await rolloutRestart(http, OPERATOR_NAMESPACE, 'csi-handover');
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   const idle = await waitFor('the new operator leader’s metrics', 120_000, () => scrape(), 1_000);
@@ -526,7 +520,6 @@ async function main(): Promise<void> {
     leases.stop();
     if (params.SCALE_KEEP === '1') say('SCALE_KEEP=1: leaving the bench namespaces and ClusterCSIDrivers in place');
     else await cleanUp();
-    await runCompiled(false);
   }
 }
 

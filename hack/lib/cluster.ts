@@ -16,9 +16,6 @@ export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..'
 export const localDir = process.env.CSI_HANDOVER_LOCAL ?? join(repoRoot, '.local');
 export const kubeconfigPath = join(localDir, 'kubeconfig');
 export const binDir = join(process.env.CSI_HANDOVER_CACHE ?? join(homedir(), '.cache', 'csi-handover'), 'bin');
-export const nodeAgentUrl = `http://127.0.0.1:${process.env.NODE_AGENT_PORT ?? '20280'}`;
-/** Real kubelets (hack/nodes.sh), or the node agent that plays them (hack/node-agent). */
-export const realNodes = (process.env.CSI_HANDOVER_NODES ?? 'real') === 'real';
 
 export function clusterHttp(): KubeHttp {
   if (!existsSync(kubeconfigPath)) throw new Error(`no kubeconfig at ${kubeconfigPath}: run make cluster-up`);
@@ -67,10 +64,9 @@ export type { NodeEvent };
 
 /**
  * Every container start, exit and stop signal the nodes recorded, oldest first: on real nodes containerd's
- * events and the kubelet's own log (hack/node-record.ts), with the node agent its event log.
+ * events and the kubelet's own log (hack/node-record.ts).
  */
 export async function nodeEvents(stateDir = localDir): Promise<NodeEvent[]> {
-  if (!realNodes) return (await (await fetch(`${nodeAgentUrl}/events`)).json()) as NodeEvent[];
   const dir = join(stateDir, 'nodes');
   const events: NodeEvent[] = [];
   for (const node of existsSync(dir) ? readdirSync(dir) : []) {
@@ -82,16 +78,16 @@ export async function nodeEvents(stateDir = localDir): Promise<NodeEvent[]> {
 }
 
 /**
- * A partitioned node: its kubelet stops talking to the API server (frozen with SIGSTOP on a real node) while
- * containerd keeps its containers running; `false` lets it talk again.
+ * A partitioned node: its kubelet stops talking to the API server (frozen with SIGSTOP) while containerd keeps
+ * its containers running; `false` lets it talk again.
  */
 export async function setPartitioned(node: string, partitioned: boolean): Promise<void> {
-  if (realNodes) {
-    await run(join(repoRoot, 'hack', 'nodes.sh'), [partitioned ? 'freeze' : 'thaw', node], { env: process.env });
-    return;
-  }
-  const res = await fetch(`${nodeAgentUrl}/partition?node=${node}&value=${partitioned}`, { method: 'POST' });
-  if (!res.ok) throw new Error(`partition ${node}: ${res.status} ${await res.text()}`);
+  await run(join(repoRoot, 'hack', 'nodes.sh'), [partitioned ? 'freeze' : 'thaw', node], { env: process.env });
+}
+
+/** Stops or starts one of a real node's own processes (hack/nodes.sh stop|start); containers keep running. */
+export async function nodeComponent(action: 'stop' | 'start', node: string, component: 'kubelet' | 'containerd'): Promise<void> {
+  await run(join(repoRoot, 'hack', 'nodes.sh'), [action, node, component], { env: process.env, maxBuffer: 16 << 20 });
 }
 
 export const samplesDir = join(repoRoot, 'config', 'samples', 'hostpath');

@@ -15,8 +15,6 @@ export interface NodeEvent {
   pid?: number;
   exitCode?: number | null;
   signal?: string | null;
-  /** Why, where the recorder knows more (the node agent: an image it could not map, a probe). */
-  detail?: string;
 }
 
 export interface ContainerdEvent {

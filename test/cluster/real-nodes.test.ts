@@ -1,6 +1,7 @@
 // Real nodes (hack/nodes.sh): two kubelets with containerd, runc, a CNI bridge and kube-proxy, each in its own
 // network, mount and UTS namespace, run pods the way any cluster does, and `cluster-down` leaves the host as
-// it found it. A throwaway cluster on its own ports, state directory and addresses, beside the shared one.
+// it found it. A throwaway cluster on its own ports, state directory and addresses, beside the shared one; with
+// one KWOK fake node too (make bench-scale's), whose pods must go through the stop sequence a kubelet reports.
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -15,8 +16,9 @@ const run = promisify(execFile);
 const dir = mkdtempSync('/tmp/csi-handover-real-');
 const env = {
   ...process.env,
-  CSI_HANDOVER_LOCAL: dir, CSI_HANDOVER_NODES: 'real', NODE_NET: '10.201', POD_NET: '10.245',
+  CSI_HANDOVER_LOCAL: dir, NODE_NET: '10.201', POD_NET: '10.245',
   ETCD_PORT: '24379', ETCD_PEER_PORT: '24380', APISERVER_PORT: '18443', KCM_PORT: '22257', SCHEDULER_PORT: '22259',
+  CSI_HANDOVER_KWOK_NODES: '1',
 };
 const script = join(repoRoot, 'hack', 'cluster.sh');
 const nodesScript = join(repoRoot, 'hack', 'nodes.sh');
@@ -64,7 +66,7 @@ afterAll(async () => {
 
 describe('real nodes', () => {
   it('two kubelets on containerd register Ready, each with its own address', async () => {
-    const nodes = await http.get<{ items: { metadata: { name: string }; status: { nodeInfo: { kubeletVersion: string; containerRuntimeVersion: string }; addresses: { type: string; address: string }[] } }[] }>('/api/v1/nodes');
+    const nodes = await http.get<{ items: { metadata: { name: string }; status: { nodeInfo: { kubeletVersion: string; containerRuntimeVersion: string }; addresses: { type: string; address: string }[] } }[] }>('/api/v1/nodes', { labelSelector: '!csi-handover.io/kwok' });
     expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual(['node-1', 'node-2']);
     for (const n of nodes.items) {
       expect(n.status.nodeInfo.kubeletVersion).toBe('v1.36.3');
@@ -120,6 +122,33 @@ describe('real nodes', () => {
     expect(lastBeforeDelete?.metadata.deletionTimestamp).toBeDefined();
     expect(['Succeeded', 'Failed']).toContain(lastBeforeDelete?.status?.phase);
     expect(lastBeforeDelete?.status?.containerStatuses?.every((c) => c.state?.terminated)).toBe(true);
+  });
+
+  it('a KWOK fake node: its pod runs with no process; deleted, it reports every container terminated and Succeeded, then goes', async () => {
+    await waitFor('kwok-node-1 Ready', 30_000, async () => {
+      const n = await http.get<{ status?: { conditions?: { type: string; status: string }[] } }>('/api/v1/nodes/kwok-node-1');
+      return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
+    });
+    const fake = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'on-kwok' }, spec: {
+      nodeName: 'kwok-node-1', tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+      containers: [{ name: 'a', image: 'csi-handover.local/virtual:v1' }, { name: 'b', image: 'csi-handover.local/virtual:v1' }],
+    } };
+    await http.request('POST', '/api/v1/namespaces/default/pods', { body: fake });
+    const started = await running('on-kwok');
+    const seen: { type: string; pod: Pod }[] = [];
+    const watch = await new Watch(kc).watch('/api/v1/namespaces/default/pods',
+      { fieldSelector: 'metadata.name=on-kwok', resourceVersion: started.metadata.resourceVersion },
+      (type: string, obj: Pod) => { seen.push({ type, pod: obj }); }, () => undefined);
+    await http.request('DELETE', '/api/v1/namespaces/default/pods/on-kwok');
+    await waitFor('on-kwok DELETED', 30_000, () => seen.some((e) => e.type === 'DELETED'));
+    watch.abort();
+    const updates = seen.filter((e) => e.type === 'MODIFIED').map((e) => e.pod);
+    // As the real kubelet (above): the terminated containers arrive in one update, with the terminal phase.
+    const terminal = updates.find((p) => p.status?.containerStatuses?.some((c) => c.state?.terminated));
+    expect(terminal?.metadata.deletionTimestamp).toBeDefined();
+    expect(terminal?.status?.phase).toBe('Succeeded');
+    expect(terminal?.status?.containerStatuses?.map((c) => c.state?.terminated?.exitCode)).toEqual([0, 0]);
+    expect(updates.at(-1)?.status?.phase).toBe('Succeeded');
   });
 
   it('a kubelet restarted: its pods keep running in the same containers, and it runs new ones', async () => {
