@@ -98,3 +98,35 @@ export function holderSegments(observations: readonly LeaseObservation[], lease:
   if (holder && since < to) segments.push({ holder, from: since, to });
   return segments;
 }
+
+/** One handover as this bench sees it. Times in ms since epoch; durations in ms. */
+export interface RaceHandover {
+  mode: string;
+  rollout: number;
+  lease: string;
+  oldHolder: string;
+  newHolder: string;
+  /** the acquirer is a pod of this rollout (not an old replica that was standing by) */
+  newPod: boolean;
+  /** when the kubelet stopped the old holder (SIGTERM), and when a Pod watch first saw its containers all terminated */
+  stopAt?: number;
+  oldTerminalAt?: number;
+  releasedAt?: number;
+  firstAttemptAt?: number;
+  /** first attempt before the release (or no release seen at all): the acquirer had to wait for a retry */
+  attemptedFirst?: boolean;
+  gapMs?: number;
+  createToAttemptMs?: number;
+  createToAcquireMs?: number;
+}
+
+/** Pure: one handover joined with the acquirer's log and its pod's first sight. */
+export function raceOf(h: Handover, entries: readonly { t: number; text: string }[], createdAt: number | undefined, meta: { mode: string; rollout: number; newPod: boolean; oldTerminalAt?: number }): RaceHandover {
+  const firstAttemptAt = entries.find((e) => /attempting to acquire leader lease/i.test(e.text))?.t;
+  return {
+    ...meta, lease: h.lease, oldHolder: h.oldHolder, newHolder: h.newHolder, stopAt: h.stopAt, releasedAt: h.releasedAt, firstAttemptAt, gapMs: h.gapMs,
+    attemptedFirst: firstAttemptAt === undefined ? undefined : h.releasedAt === undefined || firstAttemptAt < h.releasedAt,
+    createToAttemptMs: createdAt !== undefined && firstAttemptAt !== undefined ? firstAttemptAt - createdAt : undefined,
+    createToAcquireMs: createdAt !== undefined ? h.acquiredAt - createdAt : undefined,
+  };
+}

@@ -1,20 +1,28 @@
 // Follows the containers' log files on the real nodes (each node's /var/log/pods, kept under the state
 // directory) and keeps every line it read, so a test can read what a pod logged even after the kubelet removed
-// the pod and its logs. Lines are in the CRI log format: `<time> <stream> <P|F> <text>` (P: a partial line).
+// the pod and its logs. Lines are in the CRI log format: `<time> <stream> <P|F> <text>` (P: a partial line);
+// a joined line keeps the time of its first part (when the kubelet's runtime read it from the container).
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { localDir } from './cluster.js';
 
-/** One CRI log line → its text, and whether it ends the line (F) or continues on the next (P). */
-export function parseCriLogLine(line: string): { text: string; full: boolean } | undefined {
-  const m = /^\S+ (?:stdout|stderr) ([PF]) (.*)$/.exec(line);
-  return m ? { text: m[2] ?? '', full: m[1] === 'F' } : undefined;
+/** One CRI log line → its time (ms since epoch), its text, and whether it ends the line (F) or continues (P). */
+export function parseCriLogLine(line: string): { t: number; text: string; full: boolean } | undefined {
+  const m = /^(\S+) (?:stdout|stderr) ([PF]) (.*)$/.exec(line);
+  const t = m ? Date.parse(m[1] ?? '') : Number.NaN;
+  return m && !Number.isNaN(t) ? { t, text: m[3] ?? '', full: m[2] === 'F' } : undefined;
+}
+
+export interface LogEntry {
+  /** ms since epoch, the CRI log time */
+  t: number;
+  text: string;
 }
 
 export class PodLogFollower {
   private readonly offsets = new Map<string, number>();
-  private readonly partial = new Map<string, string>();
-  private readonly logged = new Map<string, string[]>();
+  private readonly partial = new Map<string, LogEntry>();
+  private readonly logged = new Map<string, LogEntry[]>();
   private timer: NodeJS.Timeout | undefined;
 
   /** `namespace`: whose pods to follow; `container`: which container of each. */
@@ -31,6 +39,11 @@ export class PodLogFollower {
 
   /** Every complete line the container of `pod` logged, across restarts, in order. */
   lines(pod: string): string[] {
+    return this.entries(pod).map((e) => e.text);
+  }
+
+  /** The same lines with their times. */
+  entries(pod: string): LogEntry[] {
     this.poll();
     return this.logged.get(pod) ?? [];
   }
@@ -76,7 +89,8 @@ export class PodLogFollower {
     for (const raw of text.slice(0, end).split('\n')) {
       const l = parseCriLogLine(raw);
       if (!l) continue;
-      const joined = (this.partial.get(file) ?? '') + l.text;
+      const before = this.partial.get(file);
+      const joined = { t: before?.t ?? l.t, text: (before?.text ?? '') + l.text };
       if (l.full) {
         out.push(joined);
         this.partial.delete(file);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { gapStats, handoversFrom, holderSegments, type LeaseObservation } from '../../hack/bench/handovers.js';
+import { gapStats, type Handover, handoversFrom, holderSegments, type LeaseObservation, raceOf } from '../../hack/bench/handovers.js';
 
 const obs = (t: number, holder: string, lease = 'l'): LeaseObservation => ({ t, lease, holder });
 
@@ -54,5 +54,28 @@ describe('holderSegments', () => {
     ['nothing observed', [], []],
   ] as [string, LeaseObservation[], unknown[]][])('%s', (_name, observations, want) => {
     expect(holderSegments(observations, 'l', 0, 100)).toEqual(want);
+  });
+});
+
+describe('raceOf (did the acquirer try before the release?)', () => {
+  const h: Handover = { lease: 'l', oldHolder: 'a', newHolder: 'b', stopAt: 1000, releasedAt: 1500, acquiredAt: 1600, gapMs: 600 };
+  const meta = { mode: 'companion', rollout: 1, newPod: true };
+  const log = (t: number, text: string) => ({ t, text });
+  it('an attempt after the release is a won race; times are from the pod’s creation', () => {
+    const r = raceOf(h, [log(900, 'I1201 started'), log(1550, 'I1201 leaderelection.go:258] "Attempting to acquire leader lease..." lock="ns/l"')], 800, meta);
+    expect(r).toMatchObject({ firstAttemptAt: 1550, attemptedFirst: false, createToAttemptMs: 750, createToAcquireMs: 800, gapMs: 600 });
+  });
+  it('an attempt before the release is a lost race (older client-go spells it in lower case)', () => {
+    const r = raceOf(h, [log(1200, 'I1201 leaderelection.go:250] attempting to acquire leader lease ns/l...'), log(1300, 'attempting to acquire leader lease again')], 800, meta);
+    expect(r).toMatchObject({ firstAttemptAt: 1200, attemptedFirst: true, createToAttemptMs: 400 });
+  });
+  it('no release seen (the lease expired): any attempt came first', () => {
+    expect(raceOf({ ...h, releasedAt: undefined }, [log(1590, 'Attempting to acquire leader lease...')], 800, meta).attemptedFirst).toBe(true);
+  });
+  it('no attempt in the log and no creation time: unknown, not guessed', () => {
+    const r = raceOf(h, [log(1000, 'something else')], undefined, meta);
+    expect(r.attemptedFirst).toBeUndefined();
+    expect(r.createToAttemptMs).toBeUndefined();
+    expect(r.createToAcquireMs).toBeUndefined();
   });
 });

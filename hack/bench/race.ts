@@ -1,0 +1,138 @@
+// make bench-race: the race companion mode runs on every handover. With no gate, a new pod's sidecars try the
+// lease as soon as they start; if that first try comes before the old leader's lease is released they find it
+// held, and client-go waits a full retry period (26s × up to 2.2 at OpenShift timings) before trying again.
+// Per handover, from the new holder's own log (client-go's "Attempting to acquire leader lease", its CRI log
+// time), the Lease watch (release, acquisition) and a Pod watch (when the pod was created): was the acquirer's
+// first attempt before the release, and how long from pod creation to the first attempt and to the acquisition.
+// Run in companion mode and, for comparison, standalone (gate in the template), RACE_ROLLOUTS restarts each.
+// Output: a table on stdout and .local/bench/race.json.
+//   RACE_ROLLOUTS=7  RACE_MODES=companion,standalone  RACE_OVERLAY=openshift
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
+import { z } from 'zod';
+import { HANDOVER_GATE } from '../../src/handover/gate.js';
+import { isConflict, PatchType } from '../../src/kube/http.js';
+import { Informer } from '../../src/kube/informer.js';
+import { makeLogger } from '../../src/log.js';
+import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
+import { installCrd, installOperator, removeHandoverGate, setOperatorMode } from '../lib/operator.js';
+import { PodLogFollower } from '../lib/pod-logs.js';
+import { deploymentPath, rolloutRestart, templateVerbosity } from '../lib/rollout.js';
+import { gapStats, type Handover, type RaceHandover, raceOf } from './handovers.js';
+import { measureHandovers, waitSettled } from './measure-rollout.js';
+
+const Params = z.object({
+  RACE_ROLLOUTS: z.coerce.number().int().positive().default(7),
+  RACE_MODES: z.string().default('companion,standalone').transform((s) => s.split(',').map((m) => z.enum(['companion', 'standalone']).parse(m.trim()))),
+  RACE_OVERLAY: z.enum(['openshift', 'upstream']).default('openshift'),
+});
+const params = Params.parse(process.env);
+const log = makeLogger('bench-race', process.env.LOG_LEVEL ?? 'warn');
+const http = clusterHttp();
+const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
+const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
+const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? '';
+
+async function setCrLevel(level: string): Promise<void> {
+  const spec = { managementState: 'Managed', logLevel: level };
+  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
+    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec,
+  } }).catch(async (err: unknown) => {
+    if (!isConflict(err)) throw err;
+    await http.patch(crPath, { spec }, PatchType.merge);
+  });
+}
+
+const driverDeployment = () => http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT));
+
+async function prepare(mode: 'companion' | 'standalone', overlay: SampleOverlay): Promise<void> {
+  await installCrd();
+  await deploySample(overlay);
+  // The CR asks for what the template has, so the operator rolls nothing out on its account.
+  await setCrLevel(LEVELS[templateVerbosity(await driverDeployment()) ?? 2] ?? 'Normal');
+  await installOperator(http);
+  await setOperatorMode(http, mode);
+  if (mode === 'companion') {
+    await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT); // as on OpenShift: csi-operator owns the template
+  } else {
+    await waitFor('the handover gate in the template', 120_000, async () =>
+      (await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE) === true);
+  }
+  await waitSettled(http);
+}
+
+async function runMode(mode: 'companion' | 'standalone'): Promise<RaceHandover[]> {
+  await prepare(mode, params.RACE_OVERLAY);
+  const out: RaceHandover[] = [];
+  for (let rollout = 1; rollout <= params.RACE_ROLLOUTS; rollout++) {
+    const firstSeen = new Map<string, number>();
+    const terminalSeen = new Map<string, number>();
+    const pods = new Informer<V1Pod>(http, { path: `/api/v1/namespaces/${NS}/pods`, log });
+    const existing = new Set<string>();
+    let synced = false;
+    pods.on('add', (p) => {
+      const name = p.metadata?.name ?? '';
+      if (!synced) existing.add(name);
+      else if (!firstSeen.has(name)) firstSeen.set(name, Date.now());
+    });
+    // The kubelet's report that the old pod is dead: every container terminated (or a terminal phase).
+    pods.on('update', (p) => {
+      const name = p.metadata?.name ?? '';
+      const cs = p.status?.containerStatuses ?? [];
+      const dead = p.status?.phase === 'Succeeded' || p.status?.phase === 'Failed' || (cs.length > 0 && cs.every((c) => c.state?.terminated));
+      if (dead && !terminalSeen.has(name)) terminalSeen.set(name, Date.now());
+    });
+    pods.start();
+    await pods.waitForSync();
+    synced = true;
+    const followers = new Map(Object.keys(SAMPLE_LEASES).map((c) => [c, new PodLogFollower(NS, c)]));
+    for (const f of followers.values()) f.start();
+    let handovers: Handover[];
+    try {
+      handovers = (await measureHandovers(http, params.RACE_OVERLAY, log, () => rolloutRestart(http, NS, SAMPLE_DEPLOYMENT))).handovers;
+    } finally {
+      pods.stop();
+      for (const f of followers.values()) f.stop();
+    }
+    for (const h of handovers) {
+      const entries = followers.get(sidecarOf(h.lease))?.entries(h.newHolder) ?? [];
+      const r = raceOf(h, entries, firstSeen.get(h.newHolder), { mode, rollout, newPod: !existing.has(h.newHolder), oldTerminalAt: terminalSeen.get(h.oldHolder) });
+      out.push(r);
+      const s = (ms?: number) => (ms === undefined ? '   n/a' : `${(ms / 1000).toFixed(2).padStart(6)}s`);
+      console.log(`${mode} #${rollout} ${sidecarOf(h.lease).padEnd(40)} ${r.newPod ? 'new pod ' : 'standby '} gap ${s(r.gapMs)}  stop→dead ${s(diff(r.stopAt, r.oldTerminalAt))}  dead→released ${s(diff(r.oldTerminalAt, r.releasedAt))}  create→attempt ${s(r.createToAttemptMs)}  create→acquired ${s(r.createToAcquireMs)}  ${r.attemptedFirst === undefined ? 'no attempt logged' : r.attemptedFirst ? 'ATTEMPTED BEFORE THE RELEASE' : 'attempted after the release'}`);
+    }
+  }
+  return out;
+}
+
+const diff = (a?: number, b?: number) => (a === undefined || b === undefined ? undefined : b - a);
+
+function summary(mode: string, all: readonly RaceHandover[]): string {
+  const rs = all.filter((r) => r.mode === mode);
+  const fresh = rs.filter((r) => r.newPod);
+  const first = fresh.filter((r) => r.attemptedFirst === true);
+  const fmt = (v: number[]) => { const g = gapStats(v); return g ? `p50 ${(g.p50 / 1000).toFixed(2)}s max ${(g.max / 1000).toFixed(2)}s` : 'n/a'; };
+  const nums = (f: (r: RaceHandover) => number | undefined, from = fresh) => from.map(f).filter((v): v is number => v !== undefined);
+  return [
+    `${mode}: ${rs.length} handovers in ${params.RACE_ROLLOUTS} rollouts; ${fresh.length} to a new pod, ${rs.length - fresh.length} to an old replica standing by`,
+    `  new pods whose first attempt came before the release: ${first.length} of ${fresh.length}; their gaps ${fmt(nums((r) => r.gapMs, first))}`,
+    `  new pods, gap ${fmt(nums((r) => r.gapMs))}; pod created → first attempt ${fmt(nums((r) => r.createToAttemptMs))}; → acquired ${fmt(nums((r) => r.createToAcquireMs))}`,
+    `  standby replicas, gap ${fmt(nums((r) => r.gapMs, rs.filter((r) => !r.newPod)))}`,
+    `  every handover: SIGTERM → the kubelet's "all terminated" seen ${fmt(nums((r) => diff(r.stopAt, r.oldTerminalAt), rs))}; → released ${fmt(nums((r) => diff(r.oldTerminalAt, r.releasedAt), rs))}`,
+  ].join('\n');
+}
+
+async function main(): Promise<void> {
+  console.log(`make bench-race: ${params.RACE_MODES.join(', ')} × ${params.RACE_ROLLOUTS} rollouts, ${params.RACE_OVERLAY} timings`);
+  const all: RaceHandover[] = [];
+  for (const mode of params.RACE_MODES) all.push(...(await runMode(mode)));
+  console.log('');
+  for (const mode of params.RACE_MODES) console.log(summary(mode, all));
+  const dir = join(localDir, 'bench');
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, 'race.json'), `${JSON.stringify({ measuredAt: new Date().toISOString(), params, handovers: all }, null, 2)}\n`);
+  console.log(`\nwritten: ${join(dir, 'race.json')}`);
+}
+
+await main();
