@@ -1,7 +1,7 @@
 // make bench: the same rollout (a log-level change of the sample driver) under every way of handing leases
 // over — stock sidecars, the sidecars' own release-on-exit gate, csi-handover standalone and companion —
 // with upstream and OpenShift lease timings, 1 and 2 replicas. Gaps are measured here from Lease and Pod
-// watches and the node agent's signal log, never taken from the operator; the operator's own report is
+// watches and the nodes' own record (hack/node-record.ts), never taken from the operator; the operator's own report is
 // checked against them. A storage probe keeps real work flowing to every sidecar through each rollout.
 // Output: a table on stdout, .local/bench/bench.json, and an SVG timeline per scenario.
 //   BENCH_RUNS=n            repetitions per scenario (default 1)

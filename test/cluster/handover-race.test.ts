@@ -4,7 +4,7 @@
 // operator's release request; the release then carries a stale resourceVersion and must fail with 409, and
 // the operator, deciding again, must see the renewal and not release.
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,10 +30,14 @@ let renewals = 0;
 function webhookCert(): { key: string; cert: string; ca: string } {
   const dir = mkdtempSync(join(tmpdir(), 'race-webhook-'));
   const pki = join(localDir, 'pki');
-  writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\n');
-  execFileSync('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key'), '-out', join(dir, 'csr'), '-subj', '/CN=race-webhook'], { stdio: 'ignore' });
-  execFileSync('openssl', ['x509', '-req', '-in', join(dir, 'csr'), '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-CAcreateserial', '-out', join(dir, 'crt'), '-days', '1', '-extfile', join(dir, 'ext')], { stdio: 'ignore' });
-  return { key: readFileSync(join(dir, 'key'), 'utf8'), cert: readFileSync(join(dir, 'crt'), 'utf8'), ca: readFileSync(join(pki, 'ca.crt'), 'utf8') };
+  try {
+    writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\n');
+    execFileSync('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key'), '-out', join(dir, 'csr'), '-subj', '/CN=race-webhook'], { stdio: 'ignore' });
+    execFileSync('openssl', ['x509', '-req', '-in', join(dir, 'csr'), '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-CAcreateserial', '-out', join(dir, 'crt'), '-days', '1', '-extfile', join(dir, 'ext')], { stdio: 'ignore' });
+    return { key: readFileSync(join(dir, 'key'), 'utf8'), cert: readFileSync(join(dir, 'crt'), 'utf8'), ca: readFileSync(join(pki, 'ca.crt'), 'utf8') };
+  } finally {
+    rmSync(dir, { recursive: true, force: true }); // the key stays in memory only; nothing left in /tmp
+  }
 }
 
 /** What the old identity's process would do if it were still (or again) alive: renew, keeping its identity. */
