@@ -113,18 +113,25 @@ export interface RaceHandover {
   oldTerminalAt?: number;
   releasedAt?: number;
   firstAttemptAt?: number;
-  /** first attempt before the release (or no release seen at all): the acquirer had to wait for a retry */
+  /**
+   * the first attempt was logged before the Lease watch saw the release (or no release was seen). The watch
+   * sees a release some ms after it was written, so an attempt just before that may still have found the lease
+   * free: `waitedForRetry` says what it cost.
+   */
   attemptedFirst?: boolean;
+  /** acquired a retry period or more after the first attempt: that attempt found the lease held (a lost race) */
+  waitedForRetry?: boolean;
   gapMs?: number;
   createToAttemptMs?: number;
   createToAcquireMs?: number;
 }
 
 /** Pure: one handover joined with the acquirer's log and its pod's first sight. */
-export function raceOf(h: Handover, entries: readonly { t: number; text: string }[], createdAt: number | undefined, meta: { mode: string; rollout: number; newPod: boolean; oldTerminalAt?: number }): RaceHandover {
+export function raceOf(h: Handover, entries: readonly { t: number; text: string }[], createdAt: number | undefined, retryPeriodMs: number, meta: { mode: string; rollout: number; newPod: boolean; oldTerminalAt?: number }): RaceHandover {
   const firstAttemptAt = entries.find((e) => /attempting to acquire leader lease/i.test(e.text))?.t;
   return {
-    ...meta, lease: h.lease, oldHolder: h.oldHolder, newHolder: h.newHolder, stopAt: h.stopAt, releasedAt: h.releasedAt, firstAttemptAt, gapMs: h.gapMs,
+    ...meta,
+    waitedForRetry: firstAttemptAt === undefined ? undefined : h.acquiredAt - firstAttemptAt >= retryPeriodMs, lease: h.lease, oldHolder: h.oldHolder, newHolder: h.newHolder, stopAt: h.stopAt, releasedAt: h.releasedAt, firstAttemptAt, gapMs: h.gapMs,
     attemptedFirst: firstAttemptAt === undefined ? undefined : h.releasedAt === undefined || firstAttemptAt < h.releasedAt,
     createToAttemptMs: createdAt !== undefined && firstAttemptAt !== undefined ? firstAttemptAt - createdAt : undefined,
     createToAcquireMs: createdAt !== undefined ? h.acquiredAt - createdAt : undefined,

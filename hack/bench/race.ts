@@ -32,6 +32,8 @@ const log = makeLogger('bench-race', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
+/** The sample overlays' retryPeriod (config/samples/hostpath): a lost race costs at least this. */
+const RETRY_MS = { openshift: 26_000, upstream: 5_000 } as const;
 const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? '';
 
 async function setCrLevel(level: string): Promise<void> {
@@ -50,12 +52,15 @@ async function prepare(mode: 'companion' | 'standalone', overlay: SampleOverlay)
   await installCrd();
   await deploySample(overlay);
   // The CR asks for what the template has, so the operator rolls nothing out on its account.
-  await setCrLevel(LEVELS[templateVerbosity(await driverDeployment()) ?? 2] ?? 'Normal');
+  const level = templateVerbosity(await driverDeployment()) ?? 2;
+  await setCrLevel(LEVELS[level] ?? 'Normal');
   await installOperator(http);
   await setOperatorMode(http, mode);
   if (mode === 'companion') {
     await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT); // as on OpenShift: csi-operator owns the template
-  } else {
+  } else if (!(await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE)) {
+    // Standalone puts its gate into the template with its next write of --v: ask for the other level.
+    await setCrLevel(LEVELS[level === 4 ? 2 : 4] ?? 'Debug');
     await waitFor('the handover gate in the template', 120_000, async () =>
       (await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE) === true);
   }
@@ -97,10 +102,10 @@ async function runMode(mode: 'companion' | 'standalone'): Promise<RaceHandover[]
     }
     for (const h of handovers) {
       const entries = followers.get(sidecarOf(h.lease))?.entries(h.newHolder) ?? [];
-      const r = raceOf(h, entries, firstSeen.get(h.newHolder), { mode, rollout, newPod: !existing.has(h.newHolder), oldTerminalAt: terminalSeen.get(h.oldHolder) });
+      const r = raceOf(h, entries, firstSeen.get(h.newHolder), RETRY_MS[params.RACE_OVERLAY], { mode, rollout, newPod: !existing.has(h.newHolder), oldTerminalAt: terminalSeen.get(h.oldHolder) });
       out.push(r);
       const s = (ms?: number) => (ms === undefined ? '   n/a' : `${(ms / 1000).toFixed(2).padStart(6)}s`);
-      console.log(`${mode} #${rollout} ${sidecarOf(h.lease).padEnd(40)} ${r.newPod ? 'new pod ' : 'standby '} gap ${s(r.gapMs)}  stop→dead ${s(diff(r.stopAt, r.oldTerminalAt))}  dead→released ${s(diff(r.oldTerminalAt, r.releasedAt))}  create→attempt ${s(r.createToAttemptMs)}  create→acquired ${s(r.createToAcquireMs)}  ${r.attemptedFirst === undefined ? 'no attempt logged' : r.attemptedFirst ? 'ATTEMPTED BEFORE THE RELEASE' : 'attempted after the release'}`);
+      console.log(`${mode} #${rollout} ${sidecarOf(h.lease).padEnd(40)} ${r.newPod ? 'new pod ' : 'standby '} gap ${s(r.gapMs)}  stop→dead ${s(diff(r.stopAt, r.oldTerminalAt))}  dead→released ${s(diff(r.oldTerminalAt, r.releasedAt))}  create→attempt ${s(r.createToAttemptMs)}  create→acquired ${s(r.createToAcquireMs)}  ${r.waitedForRetry === undefined ? 'no attempt logged' : r.waitedForRetry ? 'LOST THE RACE: waited a retry period' : r.attemptedFirst ? 'attempted as the release was seen; took it at once' : 'attempted after the release'}`);
     }
   }
   return out;
@@ -112,11 +117,13 @@ function summary(mode: string, all: readonly RaceHandover[]): string {
   const rs = all.filter((r) => r.mode === mode);
   const fresh = rs.filter((r) => r.newPod);
   const first = fresh.filter((r) => r.attemptedFirst === true);
+  const lost = fresh.filter((r) => r.waitedForRetry === true);
   const fmt = (v: number[]) => { const g = gapStats(v); return g ? `p50 ${(g.p50 / 1000).toFixed(2)}s max ${(g.max / 1000).toFixed(2)}s` : 'n/a'; };
   const nums = (f: (r: RaceHandover) => number | undefined, from = fresh) => from.map(f).filter((v): v is number => v !== undefined);
   return [
     `${mode}: ${rs.length} handovers in ${params.RACE_ROLLOUTS} rollouts; ${fresh.length} to a new pod, ${rs.length - fresh.length} to an old replica standing by`,
-    `  new pods whose first attempt came before the release: ${first.length} of ${fresh.length}; their gaps ${fmt(nums((r) => r.gapMs, first))}`,
+    `  new pods that lost the race (first attempt found the lease held, waited ≥ a retry period): ${lost.length} of ${fresh.length}; their gaps ${fmt(nums((r) => r.gapMs, lost))}`,
+    `  new pods whose first attempt was logged before the watch saw the release: ${first.length} of ${fresh.length}`,
     `  new pods, gap ${fmt(nums((r) => r.gapMs))}; pod created → first attempt ${fmt(nums((r) => r.createToAttemptMs))}; → acquired ${fmt(nums((r) => r.createToAcquireMs))}`,
     `  standby replicas, gap ${fmt(nums((r) => r.gapMs, rs.filter((r) => !r.newPod)))}`,
     `  every handover: SIGTERM → the kubelet's "all terminated" seen ${fmt(nums((r) => diff(r.stopAt, r.oldTerminalAt), rs))}; → released ${fmt(nums((r) => diff(r.oldTerminalAt, r.releasedAt), rs))}`,

@@ -62,19 +62,23 @@ describe('raceOf (did the acquirer try before the release?)', () => {
   const meta = { mode: 'companion', rollout: 1, newPod: true };
   const log = (t: number, text: string) => ({ t, text });
   it('an attempt after the release is a won race; times are from the pod’s creation', () => {
-    const r = raceOf(h, [log(900, 'I1201 started'), log(1550, 'I1201 leaderelection.go:258] "Attempting to acquire leader lease..." lock="ns/l"')], 800, meta);
-    expect(r).toMatchObject({ firstAttemptAt: 1550, attemptedFirst: false, createToAttemptMs: 750, createToAcquireMs: 800, gapMs: 600 });
+    const r = raceOf(h, [log(900, 'I1201 started'), log(1550, 'I1201 leaderelection.go:258] "Attempting to acquire leader lease..." lock="ns/l"')], 800, 5000, meta);
+    expect(r).toMatchObject({ firstAttemptAt: 1550, attemptedFirst: false, waitedForRetry: false, createToAttemptMs: 750, createToAcquireMs: 800, gapMs: 600 });
   });
   it('an attempt before the release is a lost race (older client-go spells it in lower case)', () => {
-    const r = raceOf(h, [log(1200, 'I1201 leaderelection.go:250] attempting to acquire leader lease ns/l...'), log(1300, 'attempting to acquire leader lease again')], 800, meta);
-    expect(r).toMatchObject({ firstAttemptAt: 1200, attemptedFirst: true, createToAttemptMs: 400 });
+    const r = raceOf({ ...h, acquiredAt: 6300 }, [log(1200, 'I1201 leaderelection.go:250] attempting to acquire leader lease ns/l...'), log(1300, 'attempting to acquire leader lease again')], 800, 5000, meta);
+    expect(r).toMatchObject({ firstAttemptAt: 1200, attemptedFirst: true, waitedForRetry: true, createToAttemptMs: 400 });
+  });
+  it('an attempt logged just before the watch saw the release, acquired at once: it found the lease free (no retry)', () => {
+    expect(raceOf(h, [log(1450, 'Attempting to acquire leader lease...')], 800, 5000, meta)).toMatchObject({ attemptedFirst: true, waitedForRetry: false });
   });
   it('no release seen (the lease expired): any attempt came first', () => {
-    expect(raceOf({ ...h, releasedAt: undefined }, [log(1590, 'Attempting to acquire leader lease...')], 800, meta).attemptedFirst).toBe(true);
+    expect(raceOf({ ...h, releasedAt: undefined }, [log(1590, 'Attempting to acquire leader lease...')], 800, 5000, meta).attemptedFirst).toBe(true);
   });
   it('no attempt in the log and no creation time: unknown, not guessed', () => {
-    const r = raceOf(h, [log(1000, 'something else')], undefined, meta);
+    const r = raceOf(h, [log(1000, 'something else')], undefined, 5000, meta);
     expect(r.attemptedFirst).toBeUndefined();
+    expect(r.waitedForRetry).toBeUndefined();
     expect(r.createToAttemptMs).toBeUndefined();
     expect(r.createToAcquireMs).toBeUndefined();
   });
