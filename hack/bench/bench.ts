@@ -10,10 +10,10 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { isConflict, PatchType } from '../../src/kube/http.js';
+import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
-import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installCrd, installOperator, OPERATOR_NAMESPACE, operatorRequests, removeHandoverGate, setOperatorMode, uninstallOperator } from '../lib/operator.js';
+import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
+import { installCrd, installOperator, LEVELS, OPERATOR_NAMESPACE, SAMPLE_CR_PATH, setSampleCrLevel, operatorRequests, removeHandoverGate, setOperatorMode, uninstallOperator } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
@@ -29,9 +29,8 @@ const log = makeLogger('bench', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
 const runs = Number(process.env.BENCH_RUNS ?? 1);
 const outDir = join(localDir, 'bench');
-const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
+const crPath = SAMPLE_CR_PATH;
 const leases = Object.values(SAMPLE_LEASES);
-const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
 
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
 const slug = (s: Scenario) => `${s.who}-${s.timings}-${s.replicas}r`;
@@ -64,16 +63,6 @@ async function operatorInstalled(): Promise<boolean> {
   return http.get(`/apis/apps/v1/namespaces/${OPERATOR_NAMESPACE}/deployments/csi-handover`).then(() => true, () => false);
 }
 
-async function setCrLevel(level: string): Promise<void> {
-  const spec = { managementState: 'Managed', logLevel: level };
-  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec,
-  } }).catch(async (err: unknown) => {
-    if (!isConflict(err)) throw err;
-    await http.patch(crPath, { spec }, PatchType.merge);
-  });
-}
-
 async function prepare(s: Scenario): Promise<V1Pod[]> {
   const overlay = overlayFor(s);
   const operator = s.who === 'standalone' || s.who === 'companion';
@@ -83,14 +72,14 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     // The CR asks for what the template has, so installing the operator rolls nothing out. On a fresh
     // cluster the CRD comes first.
     if (!(await operatorInstalled())) await installCrd();
-    await setCrLevel(LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
+    await setSampleCrLevel(http, LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
     if (!(await operatorInstalled())) await installOperator(http);
     await setOperatorMode(http, s.who === 'companion' ? 'companion' : 'standalone');
     // Companion mode, as on OpenShift where csi-operator owns the template: no handover gate in it.
     if (s.who === 'companion') await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT);
   }
   if (overlay !== deployedOverlay) {
-    if (s.who === 'standalone') await setCrLevel('Normal'); // the overlays' --v=2
+    if (s.who === 'standalone') await setSampleCrLevel(http, 'Normal'); // the overlays' --v=2
     await deploySample(overlay);
     deployedOverlay = overlay;
   }

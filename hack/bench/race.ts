@@ -12,11 +12,10 @@ import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
 import { HANDOVER_GATE } from '../../src/handover/gate.js';
-import { isConflict, PatchType } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
 import { makeLogger } from '../../src/log.js';
-import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installCrd, installOperator, removeHandoverGate, setOperatorMode } from '../lib/operator.js';
+import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
+import { installCrd, installOperator, LEVELS, removeHandoverGate, setOperatorMode, setSampleCrLevel } from '../lib/operator.js';
 import { PodLogFollower } from '../lib/pod-logs.js';
 import { deploymentPath, rolloutRestart, templateVerbosity } from '../lib/rollout.js';
 import { gapStats, type Handover, type RaceHandover, raceOf } from './handovers.js';
@@ -30,21 +29,9 @@ const Params = z.object({
 const params = Params.parse(process.env);
 const log = makeLogger('bench-race', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
-const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
-const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
 /** The sample overlays' retryPeriod (config/samples/hostpath): a lost race costs at least this. */
 const RETRY_MS = { openshift: 26_000, upstream: 5_000 } as const;
 const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? '';
-
-async function setCrLevel(level: string): Promise<void> {
-  const spec = { managementState: 'Managed', logLevel: level };
-  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec,
-  } }).catch(async (err: unknown) => {
-    if (!isConflict(err)) throw err;
-    await http.patch(crPath, { spec }, PatchType.merge);
-  });
-}
 
 const driverDeployment = () => http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT));
 
@@ -53,14 +40,14 @@ async function prepare(mode: 'companion' | 'standalone', overlay: SampleOverlay)
   await deploySample(overlay);
   // The CR asks for what the template has, so the operator rolls nothing out on its account.
   const level = templateVerbosity(await driverDeployment()) ?? 2;
-  await setCrLevel(LEVELS[level] ?? 'Normal');
+  await setSampleCrLevel(http, LEVELS[level] ?? 'Normal');
   await installOperator(http);
   await setOperatorMode(http, mode);
   if (mode === 'companion') {
     await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT); // as on OpenShift: csi-operator owns the template
   } else if (!(await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE)) {
     // Standalone puts its gate into the template with its next write of --v: ask for the other level.
-    await setCrLevel(LEVELS[level === 4 ? 2 : 4] ?? 'Debug');
+    await setSampleCrLevel(http, LEVELS[level === 4 ? 2 : 4] ?? 'Debug');
     await waitFor('the handover gate in the template', 120_000, async () =>
       (await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE) === true);
   }

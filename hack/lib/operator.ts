@@ -3,9 +3,9 @@
 import { join } from 'node:path';
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../../src/handover/gate.js';
-import { type KubeHttp, PatchType } from '../../src/kube/http.js';
+import { isConflict, type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { parseMetrics } from '../bench/scale-stats.js';
-import { kubectl, repoRoot, waitFor } from './cluster.js';
+import { kubectl, repoRoot, SAMPLE_DRIVER, waitFor } from './cluster.js';
 import { deploymentPath, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
@@ -14,6 +14,21 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   await kubectl('apply', '-k', join(repoRoot, 'config', 'default'));
   await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+}
+
+export const SAMPLE_CR_PATH = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
+/** The sample overlays' `--v` values and the CR log levels that ask for them. */
+export const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
+
+/** Creates the sample driver's CR (Managed, at `level`), or on 409 sets that level on the existing one. */
+export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<void> {
+  const spec = { managementState: 'Managed', logLevel: level };
+  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
+    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec,
+  } }).catch(async (err: unknown) => {
+    if (!isConflict(err)) throw err;
+    await http.patch(SAMPLE_CR_PATH, { spec }, PatchType.merge);
+  });
 }
 
 /** The ClusterCSIDriver CRD alone (config/crd), for writing a CR before the operator is installed. */
