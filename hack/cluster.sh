@@ -77,6 +77,14 @@ current-context: local
 KC
 }
 
+# port_free <address:port> <name>: a port another process holds would make <name> exit, or answer for it.
+port_free() {
+  alive "$2" && return
+  local holder
+  holder="$(ss -Hltnp "( sport = :${1##*:} )" 2>/dev/null | grep -F " $1 " | grep -oE 'users:\(\("[^"]+",pid=[0-9]+' | head -1 || true)"
+  [[ -z "$holder" ]] || { log "$1, which $2 needs, is taken by ${holder#users:((}: stop that (another local cluster? its hack/cluster.sh down) or set the port variables"; exit 1; }
+}
+
 wait_ready() { # wait_ready <name> <url> <seconds> [curl args]
   local name="$1" url="$2" deadline=$((SECONDS + $3)); shift 3
   until curl -fsS --max-time 2 "$@" "$url" >/dev/null 2>&1; do
@@ -98,6 +106,8 @@ up() {
   write_kubeconfig "$local_dir/kube-scheduler.kubeconfig" kube-scheduler system:kube-scheduler
 
   "$root/hack/nodes.sh" net-up
+  port_free "127.0.0.1:$etcd_port" etcd; port_free "127.0.0.1:$etcd_peer_port" etcd; port_free "$api_addr:$api_port" kube-apiserver
+  port_free "127.0.0.1:$kcm_port" kube-controller-manager; port_free "127.0.0.1:$sched_port" kube-scheduler
   start etcd "$bin/etcd" --name local --data-dir "$local_dir/etcd" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$etcd_peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$etcd_peer_port" \

@@ -76,7 +76,8 @@ if [[ ! -d "$op_dir" ]]; then
   stage="$(mktemp -d)"
   mkdir -p "$stage/app"
   cp "$root/package.json" "$root/package-lock.json" "$stage/app/"
-  (cd "$root" && PATH="$(dirname "$node"):$PATH" npx tsc -p tsconfig.build.json --outDir "$stage/app/dist")
+  (cd "$root" && PATH="$(dirname "$node"):$PATH" npx tsc -p tsconfig.build.json --outDir "$stage/app/dist") >&2 \
+    || { echo "images.sh: the operator does not compile (above)" >&2; rm -rf "$stage"; exit 1; }
   PATH="$(dirname "$node"):$PATH" npm install --prefix "$stage/app" --omit=dev --no-audit --no-fund --loglevel=error >/dev/null
   rm -f "$stage/app/package-lock.json"
   [[ -f "$stage/app/dist/src/main.js" && -d "$stage/app/node_modules/@kubernetes/client-node" ]] \

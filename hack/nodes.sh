@@ -162,11 +162,71 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 YAML
 }
 
+# What the clusters of this host share: one file per cluster (id → state dir) and the kernel settings as the
+# host had them before the first cluster started; the last cluster to go down puts them back. Kept out of
+# every state dir, so a cluster whose state dir was deleted (or a run that was killed) is still accounted for.
+run_dir="${CSI_HANDOVER_RUN_DIR:-/run/csi-handover}"
+
 save_host_state() {
-  [[ -f "$nodes_dir/host-sysctls" ]] && return
+  mkdir -p "$run_dir/clusters"
+  echo "$local_dir" >"$run_dir/clusters/$cluster_id"
+  [[ -f "$run_dir/host-sysctls" ]] && return
   local s
-  for s in "${kernel_sysctls[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$nodes_dir/host-sysctls.partial"
-  mv "$nodes_dir/host-sysctls.partial" "$nodes_dir/host-sysctls"
+  for s in "${kernel_sysctls[@]}"; do echo "$s=$(sysctl -n "$s")"; done >"$run_dir/host-sysctls.partial"
+  mv "$run_dir/host-sysctls.partial" "$run_dir/host-sysctls"
+}
+
+# Every cluster id that left a trace on this host: a registration, a bridge, or node cgroups.
+cluster_ids() {
+  { ls "$run_dir/clusters" 2>/dev/null || true
+    ip -o link show type bridge | sed -nE 's/^[0-9]+: csih-([0-9a-f]{6}):.*/\1/p'
+    for c in /sys/fs/cgroup/*/csi-handover-*-node-*; do [[ -d "$c" ]] && basename "$c"; done | sed -nE 's/^csi-handover-([0-9a-f]{6})-node-.*/\1/p'
+  } | sort -u
+}
+
+# A cluster is alive while a process runs in its nodes' cgroups or its state dir, or a node is on its bridge.
+cluster_alive() {
+  local id="$1" dir
+  [[ -n "$(find /sys/fs/cgroup/*/csi-handover-"$id"-node-* -name tasks -exec cat {} + 2>/dev/null | head -1)" ]] && return 0
+  [[ -n "$(ip -o link show master "csih-$id" 2>/dev/null)" ]] && return 0
+  dir="$(cat "$run_dir/clusters/$id" 2>/dev/null || true)"
+  [[ -n "$dir" ]] && pgrep -f -- "$dir/" >/dev/null && return 0
+  return 1
+}
+
+# What a dead cluster left (a killed run never reached its `down`): its cgroups, bridge and registration.
+reclaim_dead_clusters() {
+  local id c
+  for id in $(cluster_ids); do
+    [[ "$id" == "$cluster_id" ]] && continue
+    cluster_alive "$id" && continue
+    log "reclaiming what a dead cluster left on this host: id $id$( [[ -f "$run_dir/clusters/$id" ]] && echo ", state $(cat "$run_dir/clusters/$id")")"
+    for c in /sys/fs/cgroup/*/csi-handover-"$id"-node-*; do
+      [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+    done
+    ip link show "csih-$id" >/dev/null 2>&1 && ip link del "csih-$id"
+    rm -f "$run_dir/clusters/$id"
+  done
+  # Another live cluster on this node network would take the nodes' replies: refuse, and say which.
+  local other
+  other="$(ip -o addr show to "$node_net.0.1" | awk '{print $2}' | grep -vxF "$bridge" | head -1 || true)"
+  if [[ -n "$other" ]]; then
+    id="${other#csih-}"
+    die "another local cluster uses $node_net.0.1 (bridge $other$( [[ -f "$run_dir/clusters/$id" ]] && echo ", state dir $(cat "$run_dir/clusters/$id")")): stop it with CSI_HANDOVER_LOCAL=<its state dir> hack/cluster.sh down, or give this one another NODE_NET"
+  fi
+}
+
+# Our registration goes; the last cluster down puts the kernel settings back.
+release_host_state() {
+  local id
+  rm -f "$run_dir/clusters/$cluster_id"
+  for id in $(ls "$run_dir/clusters" 2>/dev/null || true); do cluster_alive "$id" && return 0; done
+  if [[ -f "$run_dir/host-sysctls" ]]; then
+    # shellcheck disable=SC2046
+    sysctl -qw $(cat "$run_dir/host-sysctls") && rm -f "$run_dir/host-sysctls"
+  fi
+  rm -rf "$run_dir/clusters"
+  rmdir "$run_dir" 2>/dev/null || true
 }
 
 bridge_up() {
@@ -251,12 +311,14 @@ ctr_k8s() {
 }
 
 import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's containerd
-  local n="$1" bin="$2" sock="$nodes_dir/$1/containerd/containerd.sock" have tar ref
+  local n="$1" bin="$2" sock="$nodes_dir/$1/containerd/containerd.sock" have tar ref images
   have="$(ctr_k8s "$bin" "$sock" images ls -q)"
+  # Built first, so a failed build stops here (a process substitution would hide its exit status).
+  images="$(CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/images.sh")" || die "$n: building the images failed (above)"
   while read -r ref tar; do
     grep -qxF "$ref" <<<"$have" && continue
     ctr_k8s "$bin" "$sock" images import "$tar" >/dev/null
-  done < <("$root/hack/images.sh")
+  done <<<"$images"
   log "$n: images imported"
 }
 
@@ -272,7 +334,7 @@ wait_nodes_ready() {
   done
 }
 
-net_up() { mkdir -p "$nodes_dir" "$logs"; save_host_state; bridge_up; }
+net_up() { mkdir -p "$nodes_dir" "$logs"; reclaim_dead_clusters; save_host_state; bridge_up; }
 
 up() {
   local bin n; bin="$(bin_dir)"
@@ -335,9 +397,7 @@ down() {
   done
   for c in /sys/fs/cgroup/*/"$cgroup_prefix"-node-*; do [[ -d "$c" ]] && log "cgroup left behind: $c"; done
   ip link show "$bridge" >/dev/null 2>&1 && ip link del "$bridge"
-  if [[ -f "$nodes_dir/host-sysctls" ]]; then
-    sysctl -qw $(cat "$nodes_dir/host-sysctls") && rm -f "$nodes_dir/host-sysctls"
-  fi
+  release_host_state
   [[ -z "$pids" ]]
 }
 

@@ -34,6 +34,8 @@ const DEFAULT_PATHS = [
   '/var/lib/kubelet', '/var/log/pods', '/var/log/containers', '/var/lib/cni', '/etc/cni', '/opt/cni', '/run/containerd',
   '/var/lib/containerd', '/opt/containerd', '/run/netns', '/var/run/netns', '/etc/containerd', '/var/lib/csi-hostpath-data',
   '/run/nri', '/var/run/nri', '/etc/cdi', '/var/run/cdi',
+  // hack/nodes.sh's own registry of the host's clusters and the kernel settings they changed.
+  '/run/csi-handover', '/run/csi-handover/host-sysctls',
 ];
 
 const lines = (s: string): string[] => s.split('\n').map((l) => l.trim()).filter(Boolean);

@@ -21,7 +21,13 @@ export default function setup(): () => void {
   const reuse = running();
   if (!reuse) {
     execFileSync(script, ['wipe'], { stdio: 'inherit' });
-    execFileSync(script, ['up'], { stdio: 'inherit' });
+    try {
+      execFileSync(script, ['up'], { stdio: 'inherit' });
+    } catch (err) {
+      // Vitest runs no teardown after a failed setup: a half-started cluster would hold the host's addresses.
+      execFileSync(script, ['down'], { stdio: 'inherit' });
+      throw err;
+    }
   }
   return () => {
     if (!reuse && !process.env.KEEP_CLUSTER) execFileSync(script, ['down'], { stdio: 'inherit' });

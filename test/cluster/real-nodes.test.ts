@@ -10,7 +10,7 @@ import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { KubeHttp } from '../../src/kube/http.js';
 import { binDir, nodeEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
-import { hostState, type HostState } from '../../hack/lib/host-state.js';
+import { clusterCgroupPrefix, hostState, type HostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync('/tmp/csi-handover-real-');
@@ -26,8 +26,9 @@ let http: KubeHttp;
 let kc: KubeConfig;
 let before: HostState;
 
-const kubectl = async (...args: string[]): Promise<string> =>
-  (await run(join(binDir, 'kubectl'), args, { env: { ...env, KUBECONFIG: join(dir, 'kubeconfig') } })).stdout;
+const kubectlIn = async (stateDir: string, ...args: string[]): Promise<string> =>
+  (await run(join(binDir, 'kubectl'), args, { env: { ...env, KUBECONFIG: join(stateDir, 'kubeconfig') } })).stdout;
+const kubectl = (...args: string[]): Promise<string> => kubectlIn(dir, ...args);
 
 interface Pod {
   metadata: { name: string; uid?: string; deletionTimestamp?: string; resourceVersion?: string };
@@ -189,5 +190,29 @@ describe('real nodes', () => {
     // Exit status 0 means down had nothing to kill after its orderly stop.
     await run(script, ['down'], { env });
     expect(await hostState([dir])).toEqual(before);
+  });
+
+  it('a run killed outright (every process SIGKILLed, its state dir deleted) is reclaimed by the next cluster up', async () => {
+    const killed = mkdtempSync('/tmp/csi-handover-real-killed-');
+    const next = mkdtempSync('/tmp/csi-handover-real-next-');
+    try {
+      await run(script, ['up'], { env: { ...env, CSI_HANDOVER_LOCAL: killed, CSI_HANDOVER_KWOK_NODES: '0' }, maxBuffer: 16 << 20 });
+      // What a CI timeout or a closed session does: no down, nothing stopped in order, the checkout gone.
+      const { stdout } = await run(nodesScript, ['processes'], { env: { ...env, CSI_HANDOVER_LOCAL: killed } });
+      const { stdout: named } = await run('pgrep', ['-f', '--', `${killed}/`]);
+      await run('kill', ['-KILL', ...new Set(`${stdout} ${named}`.split(/\s+/).filter(Boolean))]).catch(() => undefined);
+      await waitFor('the killed cluster gone', 30_000, async () => (await run('pgrep', ['-f', '--', `${killed}/`]).catch(() => ({ stdout: '' }))).stdout.trim() === '');
+      rmSync(killed, { recursive: true, force: true });
+      // Its bridge (with the nodes' address) and cgroups are still there: the next cluster on that network must start.
+      const { stderr } = await run(script, ['up'], { env: { ...env, CSI_HANDOVER_LOCAL: next, CSI_HANDOVER_KWOK_NODES: '0' }, maxBuffer: 16 << 20 });
+      expect(stderr).toContain(`reclaiming what a dead cluster left on this host: id ${clusterCgroupPrefix(killed).slice(-6)}`);
+      expect((await kubectlIn(next, 'get', 'nodes', '-o', 'name')).split('\n').filter(Boolean)).toEqual(['node/node-1', 'node/node-2']);
+      await run(script, ['down'], { env: { ...env, CSI_HANDOVER_LOCAL: next } });
+      expect(await hostState([dir, killed, next])).toEqual(before);
+    } finally {
+      await run(script, ['down'], { env: { ...env, CSI_HANDOVER_LOCAL: next } }).catch(() => undefined);
+      rmSync(killed, { recursive: true, force: true });
+      rmSync(next, { recursive: true, force: true });
+    }
   });
 });
