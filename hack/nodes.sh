@@ -77,7 +77,7 @@ write_configs() { # write_configs <node> <bin dir>
   local n="$1" bin="$2" d="$nodes_dir/$1" i; i="$(node_index "$1")"
   mkdir -p "$d/containerd" "$d/cni" "$d/var-lib" "$d/var-log" "$d/pids"
   # containerd: every path under the node's directory; the CRI settings this machine needs (facts §6b).
-  cat >"$d/containerd/config.toml" <<TOML
+  cat >"$d/containerd/config.toml.new" <<TOML
 version = 4
 root = "$d/containerd/root"
 state = "$d/containerd/state"
@@ -112,16 +112,16 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 [plugins."io.containerd.shim.v1.manager"]
   socket_dir = "/run/containerd/s"
 TOML
-  cat >"$d/cni/10-csi-handover.conflist" <<JSON
+  cat >"$d/cni/10-csi-handover.conflist.new" <<JSON
 {"cniVersion": "1.0.0", "name": "csi-handover", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
    "ipam": {"type": "host-local", "ranges": [[{"subnet": "$pod_net.$i.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
   {"type": "portmap", "capabilities": {"portMappings": true}}]}
 JSON
-  kubeconfig_for "$d/kubelet.kubeconfig" "$d/pki/kubelet-client"
-  kubeconfig_for "$d/kube-proxy.kubeconfig" "$pki/kube-proxy"
+  kubeconfig_for "$d/kubelet.kubeconfig.new" "$d/pki/kubelet-client"
+  kubeconfig_for "$d/kube-proxy.kubeconfig.new" "$pki/kube-proxy"
   # /var/lib and /var/log below are the node's own (bind mounts in its mount namespace).
-  cat >"$d/kubelet.yaml" <<YAML
+  cat >"$d/kubelet.yaml.new" <<YAML
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
@@ -147,7 +147,7 @@ serializeImagePulls: false
 imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi", nodefs.available: "1%", imagefs.available: "1%"}
 YAML
-  cat >"$d/kube-proxy.yaml" <<YAML
+  cat >"$d/kube-proxy.yaml.new" <<YAML
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
 mode: iptables
@@ -160,6 +160,11 @@ metricsBindAddress: 127.0.0.1:10249
 # The conntrack table size and timeouts are kernel-wide: leave them as the host has them.
 conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
 YAML
+  # Only what changed is replaced: kube-proxy exits when its configuration file changes under it.
+  local f
+  for f in containerd/config.toml cni/10-csi-handover.conflist kubelet.kubeconfig kube-proxy.kubeconfig kubelet.yaml kube-proxy.yaml; do
+    if cmp -s "$d/$f.new" "$d/$f"; then rm -f "$d/$f.new"; else mv "$d/$f.new" "$d/$f"; fi
+  done
 }
 
 # What the clusters of this host share: one file per cluster (id → state dir) and the kernel settings as the
@@ -312,12 +317,15 @@ ctr_k8s() {
 
 import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's containerd
   local n="$1" bin="$2" sock="$nodes_dir/$1/containerd/containerd.sock" have tar ref images
-  have="$(ctr_k8s "$bin" "$sock" images ls -q)"
   # Built first, so a failed build stops here (a process substitution would hide its exit status).
   images="$(CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/images.sh")" || die "$n: building the images failed (above)"
+  # Tarball names carry their content's key: another one under a tag than the last imported is a rebuilt image.
+  have="$nodes_dir/$n/images-imported"
+  touch "$have"
   while read -r ref tar; do
-    grep -qxF "$ref" <<<"$have" && continue
+    [[ "$(awk -v r="$ref" '$1 == r { t = $2 } END { print t }' "$have")" == "$tar" ]] && continue
     ctr_k8s "$bin" "$sock" images import "$tar" >/dev/null
+    echo "$ref $tar" >>"$have"
   done <<<"$images"
   log "$n: images imported"
 }
