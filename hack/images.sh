@@ -49,6 +49,9 @@ binary_image registry.k8s.io/sig-storage/csi-node-driver-registrar:v2.17.0 csi-n
 binary_image registry.k8s.io/sig-storage/livenessprobe:v2.19.0 livenessprobe
 # The stateless controller plugin the sample driver runs while the hostpath driver cannot serve two replicas.
 binary_image csi-handover.local/csi-test-driver:v0.1.0 csi-test-driver
+# A client-go leader elector whose identity is `<hostname>_<uuid>` (as kube-controller-manager's and many
+# operators'), for the test of such holders.
+binary_image registry.k8s.io/kube-scheduler:v1.36.3 kube-scheduler
 
 # hostpathplugin execs mount/umount (bind mounts), findmnt (volume health) and tar+gzip (snapshots): upstream's
 # image is alpine with util-linux and tar; here the same programs come from the host's Debian packages.

@@ -22,7 +22,7 @@ export function makeMetrics() {
   const queueDepth = new Gauge({ name: 'csi_handover_workqueue_depth', help: 'Keys waiting in the work queue', labelNames: ['queue'] as const, registers: [registry] });
   const handoverGap = new Histogram({
     name: 'csi_handover_handover_gap_seconds', help: 'Time from the old leader being told to stop to a new holder acquiring the lease',
-    labelNames: ['lease', 'released_by'] as const, buckets: [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120, 180, 300], registers: [registry],
+    labelNames: ['namespace', 'lease', 'released_by'] as const, buckets: [0.1, 0.25, 0.5, 1, 2, 3, 5, 10, 30, 60, 120, 180, 300], registers: [registry],
   });
   const releases = new Counter({
     name: 'csi_handover_lease_releases_total', help: 'Lease handovers by who released the lease (holder, operator, or nobody: expiry)',

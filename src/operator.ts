@@ -3,9 +3,12 @@
 import type { V1DaemonSet, V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { COLLECTION_PATH, validateSpec } from './api/clustercsidriver.js';
+import { DRIVER_LABEL } from './api/names.js';
+import { systemClock } from './clock.js';
 import type { Config } from './config.js';
-import { type DriverContext, DRIVER_LABEL, reconcileDriver, type Workload } from './controller/clustercsidriver.js';
+import { type DriverContext, reconcileDriver, type Workload } from './controller/clustercsidriver.js';
 import { HandoverController } from './controller/handover.js';
+import { HandoverReports, reportFromStatus } from './handover/report.js';
 import { EventRecorder } from './kube/events.js';
 import type { KubeHttp } from './kube/http.js';
 import { Informer, type InformerView, keyOf, withoutManagedFields } from './kube/informer.js';
@@ -13,6 +16,8 @@ import { WorkQueue } from './kube/workqueue.js';
 import { LeaderElector } from './leaderelection/elector.js';
 import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
 import type { Metrics } from './metrics.js';
+
+const STATUS_COALESCE_MS = 500;
 
 type Named = { metadata?: { name?: string; labels?: Record<string, string> } };
 
@@ -46,22 +51,29 @@ export class Operator {
       this.pods.push(new Informer<V1Pod>(http, { path: `/api/v1${scope}/pods`, log, transform: withoutManagedFields }));
     }
     this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log, transform: withoutManagedFields });
+    // Level-based: what a CR already reports is where its report starts (after a restart, an upgrade, a new leader).
+    const reports = new HandoverReports((driver) => reportFromStatus((this.drivers.get(driver) as { status?: unknown } | undefined)?.status));
     this.handover = new HandoverController({
       http, log: log.child({ controller: 'handover' }), metrics,
       events: new EventRecorder(http, log, cfg.identity),
       leases: union(this.leases), pods: union(this.pods), nodes: this.nodes,
       deployments: () => this.deployments.flatMap((i) => i.list()),
       gateTimeoutMs: cfg.gateTimeout,
-      onHandover: (driver) => this.enqueue(driver),
+      reports,
+      // A rollout hands several leases over within a second: one status apply for them all.
+      onReportChanged: (driver) => {
+        if (this.leading) this.queue.addAfter(driver, STATUS_COALESCE_MS);
+      },
+      now: systemClock,
     });
     const ctx: DriverContext = {
       http, log, metrics, mode: cfg.mode,
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       getDriver: (name) => this.drivers.get(name),
       workloadsOf: (driver) => this.workloadsOf(driver),
-      handoverReport: (driver) => this.handover.report(driver),
+      handoverReport: (driver) => reports.get(driver),
       handoverGate: cfg.handoverGate,
-      now: () => new Date(),
+      now: systemClock,
     };
     this.queue = new WorkQueue({
       name: 'clustercsidriver',
@@ -144,10 +156,6 @@ export class Operator {
 
   informersSynced(): boolean {
     return this.allInformers().every((i) => i.hasSynced());
-  }
-
-  isLeader(): boolean {
-    return this.leading;
   }
 
   async start(): Promise<void> {

@@ -11,7 +11,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { HANDOVER_GATE } from '../../src/handover/gate.js';
+import { HANDOVER_GATE } from '../../src/api/names.js';
 import { Informer } from '../../src/kube/informer.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';

@@ -15,7 +15,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { DRIVER_LABEL } from '../../src/controller/clustercsidriver.js';
+import { DRIVER_LABEL } from '../../src/api/names.js';
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import { isConflict, isNotFound, PatchType } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';

@@ -2,7 +2,7 @@
 // RBAC), switching its mode, and finding its leader — shared by the cluster tests, the demo and benchmarks.
 import { join } from 'node:path';
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
-import { HANDOVER_GATE } from '../../src/handover/gate.js';
+import { HANDOVER_GATE } from '../../src/api/names.js';
 import { isConflict, type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { parseMetrics } from '../bench/scale-stats.js';
 import { kubectl, repoRoot, SAMPLE_DRIVER, waitFor } from './cluster.js';

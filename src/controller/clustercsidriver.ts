@@ -6,17 +6,15 @@ import type { Logger } from 'pino';
 import { ClusterCSIDriver, type Condition, GROUP, KIND, objectPath, validateSpec, VERSION, type GenerationStatus } from '../api/clustercsidriver.js';
 import { isConflict, type KubeHttp } from '../kube/http.js';
 import type { ReconcileResult } from '../kube/workqueue.js';
+import { DRIVER_LABEL, FIELD_MANAGER } from '../api/names.js';
+import { type Clock, kubeTime } from '../clock.js';
 import { specHasHandoverGate, withHandoverGate } from '../handover/gate.js';
-import { formatGap } from '../handover/measure.js';
+import { handoverCondition, type HandoverReport, handoverStatus } from '../handover/report.js';
 import { rewritePodSpecVerbosity } from '../loglevel/args.js';
-import type { LeaseHandoverReport } from './handover.js';
 import { verbosityFor } from '../loglevel/verbosity.js';
 import type { Metrics } from '../metrics.js';
 import { computeConditions, conditionsUpToDate, type DriverObservation, withTransitionTimes } from '../status/conditions.js';
 import { daemonSetProgress, deploymentProgress, type WorkloadProgress } from '../status/workload-progress.js';
-
-export const DRIVER_LABEL = 'csi-handover.io/driver';
-export const FIELD_MANAGER = 'csi-handover';
 
 export type Mode = 'standalone' | 'companion';
 export type Workload = { kind: 'Deployment'; obj: V1Deployment } | { kind: 'DaemonSet'; obj: V1DaemonSet };
@@ -29,10 +27,10 @@ export interface DriverContext {
   namespacesDescription: string;
   getDriver(name: string): unknown;
   workloadsOf(driver: string): Workload[];
-  handoverReport(driver: string): LeaseHandoverReport | undefined;
+  handoverReport(driver: string): HandoverReport | undefined;
   /** Standalone mode: put the handover scheduling gate into the controller Deployment's pod template. */
   handoverGate: boolean;
-  now(): Date;
+  now: Clock;
 }
 
 const workloadPath = (w: { kind: Workload['kind']; namespace: string; name: string }): string =>
@@ -161,7 +159,7 @@ function generationOf(w: Workload): GenerationStatus {
 async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generations: GenerationStatus[], ctx: DriverContext): Promise<void> {
   const current = cr.status ?? {};
   const report = ctx.handoverReport(cr.metadata.name);
-  const conditions: Condition[] = withTransitionTimes([...computeConditions(o), handoverCondition(report)], current.conditions, ctx.now().toISOString().replace(/\.\d{3}Z$/, 'Z'));
+  const conditions: Condition[] = withTransitionTimes([...computeConditions(o), handoverCondition(report, current.conditions)], current.conditions, kubeTime(ctx.now()));
   const handover = report ? handoverStatus(report) : undefined;
   const handoverUpToDate = JSON.stringify(handover) === JSON.stringify((current as { handover?: unknown }).handover);
   const standalone = ctx.mode === 'standalone';
@@ -177,47 +175,4 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
   }
   await ctx.http.apply(`${objectPath(cr.metadata.name)}/status`, { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, metadata: { name: cr.metadata.name }, status }, FIELD_MANAGER);
   ctx.metrics.statusWrites.inc();
-}
-
-/** The handover summary condition: the last handover of each lease, the largest gap, who released. */
-function handoverCondition(report: LeaseHandoverReport | undefined): Omit<Condition, 'lastTransitionTime'> {
-  const type = 'CSIHandoverLeasesHandedOver';
-  if (!report || report.leases.length === 0) return { type, status: 'Unknown', reason: 'NoHandoverYet', message: 'no lease handover observed yet' };
-  const byWho = (who: string) => report.leases.filter((h) => h.releasedBy === who).length;
-  const largest = [...report.leases].sort((a, b) => (b.gapMs ?? -1) - (a.gapMs ?? -1))[0];
-  const largestText = largest?.gapMs === undefined ? 'no stop observed' : `${formatGap(largest.gapMs)} (${largest.lease})`;
-  const expired = byWho('expiry');
-  const message = `last handover of ${report.leases.length} lease(s): largest gap ${largestText}; released by operator ${byWho('operator')}, by holder ${byWho('holder')}, expired ${expired}`;
-  return expired
-    ? { type, status: 'False', reason: 'LeaseExpired', message }
-    : { type, status: 'True', reason: byWho('operator') ? 'ReleasedByOperator' : 'ReleasedByHolder', message };
-}
-
-const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
-
-/** Our CRD's status.handover extension (OpenShift's CRD prunes it; the condition above carries the summary). */
-function handoverStatus(report: LeaseHandoverReport): Record<string, unknown> {
-  const gaps = report.leases.filter((h) => h.gapMs !== undefined);
-  const largest = gaps.length ? Math.max(...gaps.map((h) => h.gapMs ?? 0)) : undefined;
-  const stops = report.leases.map((h) => h.stopAt).filter((t): t is number => t !== undefined);
-  return {
-    lastRollout: {
-      startedAt: iso(stops.length ? Math.min(...stops) : undefined),
-      completedAt: iso(Math.max(...report.leases.map((h) => h.acquiredAt))),
-      largestGap: largest === undefined ? undefined : formatGap(largest),
-      largestGapSeconds: largest === undefined ? undefined : Math.round(largest) / 1000,
-      leases: report.leases.map((h) => ({
-        lease: h.lease.split('/')[1],
-        namespace: h.lease.split('/')[0],
-        oldHolder: h.oldHolder,
-        newHolder: h.newHolder,
-        stopTime: iso(h.stopAt),
-        releaseTime: iso(h.releasedAt),
-        acquireTime: iso(h.acquiredAt),
-        releasedBy: h.releasedBy,
-        gapSeconds: h.gapMs === undefined ? undefined : Math.round(h.gapMs) / 1000,
-      })),
-    },
-    totals: report.totals,
-  };
 }

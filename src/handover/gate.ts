@@ -2,8 +2,7 @@
 // as soon as no lease of its workload is held by a terminating pod that is still alive. Fail open: a gate
 // older than the timeout is lifted anyway.
 import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
-
-export const HANDOVER_GATE = 'csi-handover.io/lease-handover';
+import { HANDOVER_GATE } from '../api/names.js';
 
 export const specHasHandoverGate = (spec: V1PodSpec | undefined): boolean => (spec?.schedulingGates ?? []).some((g) => g.name === HANDOVER_GATE);
 export const hasHandoverGate = (pod: V1Pod): boolean => specHasHandoverGate(pod.spec);

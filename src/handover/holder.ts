@@ -40,19 +40,29 @@ export function holderHostname(holderIdentity: string): string {
   return cut === -1 ? holderIdentity : holderIdentity.slice(0, cut);
 }
 
+/** The identity a pod's sidecars elect under: the node's hostname with hostNetwork, else the pod's own; sanitised. */
+export function podIdentity(pod: V1Pod): string | undefined {
+  if (pod.spec?.hostNetwork === true) return pod.spec.nodeName ? sanitizeHostname(pod.spec.nodeName) : undefined;
+  const own = podHostname(pod);
+  return own === undefined ? undefined : sanitizeHostname(own);
+}
+
+/** The pods a holder identity can name: by their own hostname, or hostNetwork pods by their node's. */
+function matchingPods(hostname: string, pods: readonly ObservedPod[]): { byPodHostname: ObservedPod[]; onNode: ObservedPod[] } {
+  const byPodHostname: ObservedPod[] = [];
+  const onNode: ObservedPod[] = [];
+  for (const p of pods) {
+    if (podIdentity(p.pod) !== hostname) continue;
+    // Tombstones count: a deleted hostNetwork pod on the node may be the very holder we are asked about.
+    (p.pod.spec?.hostNetwork === true ? onNode : byPodHostname).push(p);
+  }
+  return { byPodHostname, onNode };
+}
+
 export function resolveHolder(holderIdentity: string, pods: readonly ObservedPod[], nodes: ReadonlyMap<string, V1Node>): HolderResolution {
   if (holderIdentity === '') return { kind: 'none' };
   const hostname = holderHostname(holderIdentity);
-
-  const byPodHostname = pods.filter((p) => {
-    const own = podHostname(p.pod);
-    return own !== undefined && sanitizeHostname(own) === hostname;
-  });
-  // Tombstones count: a deleted hostNetwork pod on the node may be the very holder we are asked about.
-  const onNode = pods.filter((p) => {
-    const nodeName = p.pod.spec?.nodeName;
-    return p.pod.spec?.hostNetwork === true && nodeName !== undefined && nodeName !== '' && sanitizeHostname(nodeName) === hostname;
-  });
+  const { byPodHostname, onNode } = matchingPods(hostname, pods);
 
   if (onNode.length > 1) {
     return {
@@ -82,4 +92,19 @@ export function resolveHolder(holderIdentity: string, pods: readonly ObservedPod
   }
   const via = onNode.length > 0 ? 'host-network-node' : hostname === holderIdentity ? 'pod-name' : 'pod-name-suffix';
   return { kind: 'pod', pod: only, via };
+}
+
+/**
+ * Which pod's process renews the lease now, for measuring (never for releasing): of the pods the identity can
+ * name, the only one that may still run; else the only one at all. Undefined when several may run (two
+ * hostNetwork pods on one node) or none matches. This is how a same-identity takeover (a new hostNetwork pod on
+ * the old one's node, a re-created pod of the same name) shows up as a new leadership term.
+ */
+export function renewingPod(holderIdentity: string, pods: readonly ObservedPod[], mayRun: (p: ObservedPod) => boolean): ObservedPod | undefined {
+  if (holderIdentity === '') return undefined;
+  const { byPodHostname, onNode } = matchingPods(holderHostname(holderIdentity), pods);
+  const matches = [...byPodHostname, ...onNode];
+  const running = matches.filter(mayRun);
+  if (running.length === 1) return running[0];
+  return running.length === 0 && matches.length === 1 ? matches[0] : undefined;
 }

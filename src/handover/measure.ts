@@ -1,10 +1,20 @@
-// Measures each lease handover from what the operator observes: who held the lease, when that holder was
-// told to stop (first sight of its pod's deletion), when the lease was released and by whom, and when a new
-// holder acquired it. Pure state transitions; times are passed in (the operator's own observation clock).
+// Measures each lease handover from what the operator observes. A handover is a new leadership term, not only
+// a new holder name: another identity took the lease, the lease was released and taken again (by any identity),
+// or the same identity now renews from another pod (a new hostNetwork pod on the old one's node). For each:
+// who held it, when that holder's pod was told to stop (first sight of its deletion), when the lease was
+// released and by whom, when the new term began. Pure state transitions; times are passed in.
 export type ReleasedBy = 'holder' | 'operator' | 'expiry';
 
+/** A Lease, by namespace and name: a name alone collides across drivers. */
+export interface LeaseKey {
+  namespace: string;
+  name: string;
+}
+export const leaseKeyString = (k: LeaseKey): string => `${k.namespace}/${k.name}`;
+
 export interface HandoverRecord {
-  lease: string; // namespace/name
+  namespace: string;
+  lease: string;
   oldHolder: string;
   newHolder: string;
   /** first observation of the old holder's pod deletion (ms); undefined when it was never deleted */
@@ -20,88 +30,87 @@ export interface HandoverRecord {
   gapMs?: number;
 }
 
-interface LeaseState {
+/** One observation of a Lease: its holder, the pod uid renewing it when we can tell, and whether we released it. */
+export interface LeaseObservation {
   holder: string;
+  holderPod?: string;
+  acquireTime?: string;
+  /** an empty holder carrying our release mark (api/names RELEASED_BY_OPERATOR) for this very record */
+  releasedByOperator?: boolean;
+}
+
+interface Term {
+  holder: string;
+  /** uid of the pod whose process holds the term, once known */
+  pod?: string;
+  /** the lease was seen without a holder since this term began: whoever takes it next starts a new term */
+  vacant?: boolean;
   releasedAt?: number;
   releasedBy?: Exclude<ReleasedBy, 'expiry'>;
-  /** The operator is writing a release: the empty holder it causes may be observed before the write returns. */
-  operatorReleasing?: boolean;
 }
 
 export class HandoverTracker {
-  private readonly leases = new Map<string, LeaseState>();
-  /** holder identity → when its pod was first seen deleting, and the API's view of the request time */
+  private readonly terms = new Map<string, Term>();
+  /** pod uid → when its deletion was first seen, and the API's view of the request time; in sighting order */
   private readonly stops = new Map<string, { at: number; requestedAt?: number }>();
 
-  /** The holder's pod was seen with a deletionTimestamp: remember the first sighting. */
-  holderStopping(holder: string, at: number, requestedAt?: number): void {
-    if (!this.stops.has(holder)) this.stops.set(holder, { at, requestedAt });
+  /** A pod was seen with a deletionTimestamp: remember the first sighting. */
+  podStopping(uid: string, at: number, requestedAt?: number): void {
+    if (!this.stops.has(uid)) this.stops.set(uid, { at, requestedAt });
   }
 
-  /** The operator is about to write the release record (call before the write). */
-  operatorReleasing(lease: string): void {
-    const s = this.leases.get(lease);
-    if (s) s.operatorReleasing = true;
-  }
-
-  /** The operator's release write finished: `ok` false when it failed (a conflict, an error). */
-  operatorReleaseDone(lease: string, ok: boolean, at: number): void {
-    const s = this.leases.get(lease);
-    if (!s) return;
-    s.operatorReleasing = false;
-    if (ok) {
-      s.releasedAt ??= at;
-      s.releasedBy = 'operator';
-    }
-  }
-
-  /**
-   * A version of the lease was observed. Returns a completed handover when the holder changed from one
-   * identity to another.
-   */
-  observe(lease: string, holder: string, at: number, acquireTime?: string): HandoverRecord | undefined {
-    const s = this.leases.get(lease);
-    if (!s) {
-      if (holder !== '') this.leases.set(lease, { holder });
+  /** A version of the lease was observed. Returns the completed handover when a new leadership term began. */
+  observe(lease: LeaseKey, o: LeaseObservation, at: number): HandoverRecord | undefined {
+    const key = leaseKeyString(lease);
+    const t = this.terms.get(key);
+    if (!t) {
+      if (o.holder !== '') this.terms.set(key, { holder: o.holder, pod: o.holderPod });
       return undefined;
     }
-    if (holder === '') {
-      // An empty holder we did not write is the holder's own release (the upstream ReleaseLeaderElectionOnExit gate).
-      if (s.releasedAt === undefined) {
-        s.releasedAt = at;
-        s.releasedBy = s.operatorReleasing ? 'operator' : 'holder';
+    if (o.holder === '') {
+      // An empty holder without our mark is the holder's own release (the upstream ReleaseLeaderElectionOnExit gate).
+      if (t.releasedAt === undefined) {
+        t.releasedAt = at;
+        t.releasedBy = o.releasedByOperator ? 'operator' : 'holder';
       }
+      t.vacant = true;
       return undefined;
     }
-    if (holder === s.holder) {
-      // Renewed, or re-acquired by the same identity after a release: no handover.
-      if (s.releasedAt !== undefined && !s.operatorReleasing) {
-        s.releasedAt = undefined;
-        s.releasedBy = undefined;
-      }
+    const otherPod = o.holderPod !== undefined && t.pod !== undefined && o.holderPod !== t.pod;
+    if (o.holder === t.holder && !t.vacant && !otherPod) {
+      t.pod ??= o.holderPod; // a renewal
       return undefined;
     }
-    const stop = this.stops.get(s.holder);
+    const stop = t.pod === undefined ? undefined : this.stops.get(t.pod);
     const record: HandoverRecord = {
-      lease,
-      oldHolder: s.holder,
-      newHolder: holder,
+      namespace: lease.namespace,
+      lease: lease.name,
+      oldHolder: t.holder,
+      newHolder: o.holder,
       stopAt: stop?.at,
       deletionRequestedAt: stop?.requestedAt,
-      releasedAt: s.releasedAt,
-      releasedBy: s.releasedBy ?? 'expiry',
+      releasedAt: t.releasedAt,
+      releasedBy: t.releasedBy ?? 'expiry',
       acquiredAt: at,
-      acquireTime,
+      acquireTime: o.acquireTime,
       gapMs: stop ? Math.max(0, at - stop.at) : undefined,
     };
-    this.leases.set(lease, { holder });
+    this.terms.set(key, { holder: o.holder, pod: o.holderPod });
     return record;
   }
 
-  /** Forget stop sightings of holders no lease mentions any more (bounded memory). */
-  prune(): void {
-    const live = new Set([...this.leases.values()].map((s) => s.holder));
-    for (const holder of this.stops.keys()) if (!live.has(holder)) this.stops.delete(holder);
+  /** The lease is gone: forget its term. */
+  forget(lease: LeaseKey): void {
+    this.terms.delete(leaseKeyString(lease));
+  }
+
+  /** Forget stop sightings older than `cutoff` of pods no term is held by (bounded memory). */
+  prune(cutoff: number): void {
+    const holding = new Set([...this.terms.values()].map((t) => t.pod));
+    for (const [uid, stop] of this.stops) {
+      if (stop.at >= cutoff) break;
+      if (!holding.has(uid)) this.stops.delete(uid);
+    }
   }
 }
 

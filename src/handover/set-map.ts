@@ -22,9 +22,4 @@ export class SetMap<V> {
   get(key: string): readonly V[] {
     return [...(this.sets.get(key) ?? [])];
   }
-
-  /** How many keys have at least one value. */
-  get keyCount(): number {
-    return this.sets.size;
-  }
 }

@@ -1,8 +1,11 @@
-// Kubernetes Events (core/v1) for what the operator did, on the object it concerns. Best effort: an Event
-// that cannot be written is logged, never retried at the expense of real work.
+// Kubernetes Events (core/v1) for what the operator did, on the object it concerns. Aggregated the way
+// client-go's recorder does: a repeat of the same event (object, type, reason, message) bumps the existing
+// Event's count and lastTimestamp instead of creating another. Best effort: an Event that cannot be written is
+// logged, never retried at the expense of real work.
 import { randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { KubeHttp } from './http.js';
+import { type Clock, kubeTime, systemClock } from '../clock.js';
+import { isNotFound, type KubeHttp, PatchType } from './http.js';
 
 export interface EventTarget {
   apiVersion: string;
@@ -13,35 +16,60 @@ export interface EventTarget {
   uid?: string;
 }
 
+// As client-go's maxLruCacheEntries: the repeats we remember.
+const REMEMBERED = 4096;
+
 export class EventRecorder {
+  /** identical-event key → the Event we wrote and its count, oldest first */
+  private readonly written = new Map<string, { name: string; count: number }>();
+
   constructor(
     private readonly http: KubeHttp,
     private readonly log: Logger,
     private readonly instance: string,
+    private readonly now: Clock = systemClock,
   ) {}
 
   async emit(target: EventTarget, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     const ns = target.namespace || 'default';
-    const now = new Date().toISOString().replace(/\.\d{3}Z$/, 'Z');
-    const body = {
-      apiVersion: 'v1',
-      kind: 'Event',
-      metadata: { name: `${target.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
-      involvedObject: { apiVersion: target.apiVersion, kind: target.kind, name: target.name, namespace: target.namespace || undefined, uid: target.uid },
-      type,
-      reason,
-      message,
-      source: { component: 'csi-handover' },
-      reportingComponent: 'csi-handover',
-      reportingInstance: this.instance,
-      firstTimestamp: now,
-      lastTimestamp: now,
-      count: 1,
-    };
+    const now = kubeTime(this.now());
+    const key = JSON.stringify([target.apiVersion, target.kind, ns, target.name, target.uid ?? '', type, reason, message]);
     try {
-      await this.http.request('POST', `/api/v1/namespaces/${ns}/events`, { body });
+      const seen = this.written.get(key);
+      if (seen) {
+        this.written.delete(key); // re-inserted below: most recent last
+        try {
+          await this.http.patch(`/api/v1/namespaces/${ns}/events/${seen.name}`, { count: seen.count + 1, lastTimestamp: now }, PatchType.merge);
+          this.remember(key, { name: seen.name, count: seen.count + 1 });
+          return;
+        } catch (err) {
+          if (!isNotFound(err)) throw err; // expired (the API server keeps Events an hour): write it anew
+        }
+      }
+      const name = `${target.name}.${randomBytes(8).toString('hex')}`;
+      await this.http.request('POST', `/api/v1/namespaces/${ns}/events`, { body: {
+        apiVersion: 'v1',
+        kind: 'Event',
+        metadata: { name, namespace: ns },
+        involvedObject: { apiVersion: target.apiVersion, kind: target.kind, name: target.name, namespace: target.namespace || undefined, uid: target.uid },
+        type,
+        reason,
+        message,
+        source: { component: 'csi-handover' },
+        reportingComponent: 'csi-handover',
+        reportingInstance: this.instance,
+        firstTimestamp: now,
+        lastTimestamp: now,
+        count: 1,
+      } });
+      this.remember(key, { name, count: 1 });
     } catch (err) {
       this.log.warn({ err: String(err), reason, object: `${target.kind}/${target.name}` }, 'could not record event');
     }
+  }
+
+  private remember(key: string, e: { name: string; count: number }): void {
+    this.written.set(key, e);
+    if (this.written.size > REMEMBERED) this.written.delete(this.written.keys().next().value ?? '');
   }
 }

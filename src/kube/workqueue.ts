@@ -1,16 +1,19 @@
 // A keyed, level-based work queue with client-go workqueue semantics: a key is queued at most once,
 // never reconciled concurrently with itself, and retried with per-key exponential backoff.
 
+import { type Clock, systemClock } from '../clock.js';
+
 export type ReconcileResult = { requeueAfterMs?: number } | void;
 
-export interface Clock {
-  now(): number;
+/** The clock and timers a queue runs on (tests pass manual ones). */
+export interface Timers {
+  now: Clock;
   setTimeout(fn: () => void, ms: number): unknown;
   clearTimeout(handle: unknown): void;
 }
 
-export const realClock: Clock = {
-  now: () => Date.now(),
+export const realTimers: Timers = {
+  now: systemClock,
   setTimeout: (fn, ms) => setTimeout(fn, ms),
   clearTimeout: (handle) => clearTimeout(handle as ReturnType<typeof setTimeout>),
 };
@@ -22,7 +25,7 @@ export interface WorkQueueOptions {
   concurrency?: number;
   /** Per-key exponential failure backoff; default 200ms .. 60s. */
   backoff?: { baseMs: number; maxMs: number };
-  clock?: Clock;
+  timers?: Timers;
   /** Called after a failed reconcile with the delay before the retry (not called once shut down). */
   onError?: (key: string, err: unknown, retryInMs: number) => void;
   onDone?: (key: string, durationMs: number, outcome: 'success' | 'error' | 'requeue') => void;
@@ -31,7 +34,7 @@ export interface WorkQueueOptions {
 type Outcome = 'success' | 'error' | 'requeue';
 
 export class WorkQueue {
-  private readonly clock: Clock;
+  private readonly clock: Timers;
   private readonly concurrency: number;
   private readonly backoff: { baseMs: number; maxMs: number };
   private readonly abort = new AbortController();
@@ -48,7 +51,7 @@ export class WorkQueue {
   private shutDownPromise: Promise<void> | undefined;
 
   constructor(private readonly opts: WorkQueueOptions) {
-    this.clock = opts.clock ?? realClock;
+    this.clock = opts.timers ?? realTimers;
     this.concurrency = opts.concurrency ?? 2;
     this.backoff = opts.backoff ?? { baseMs: 200, maxMs: 60_000 };
     if (!Number.isInteger(this.concurrency) || this.concurrency < 1) {

@@ -2,6 +2,7 @@
 // Lease, release on shutdown once all work has stopped, and — what client-go does not do — a standby that
 // watches the Lease and tries the moment it is released, instead of on its next poll.
 import type { Logger } from 'pino';
+import { type Clock, systemClock } from '../clock.js';
 import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
 import { Informer } from '../kube/informer.js';
 import { decide, type ElectionTimings, jitteredRetry, type Observation, recordChanged, renewDeadlinePassed } from './decide.js';
@@ -17,7 +18,7 @@ export interface ElectorOptions {
   onStartedLeading: () => void;
   /** Called once when leadership is lost (not on a deliberate release). The caller must stop all work. */
   onStoppedLeading: () => void;
-  now?: () => number;
+  now?: Clock;
 }
 
 export class LeaderElector {
@@ -29,19 +30,15 @@ export class LeaderElector {
   private attempt: Promise<void> | undefined;
   private stopped = false;
   private readonly informer: Informer<{ metadata?: { name?: string; resourceVersion?: string }; spec?: unknown }>;
-  private readonly now: () => number;
+  private readonly now: Clock;
   private readonly path: string;
 
   constructor(private readonly o: ElectorOptions) {
-    this.now = o.now ?? Date.now;
+    this.now = o.now ?? systemClock;
     this.path = `/apis/coordination.k8s.io/v1/namespaces/${o.namespace}/leases`;
     this.informer = new Informer(o.http, { path: this.path, fieldSelector: `metadata.name=${o.name}`, log: o.log });
     const onLease = (obj: unknown) => this.observe(obj, 'watch');
     this.informer.on('add', onLease).on('update', onLease);
-  }
-
-  isLeader(): boolean {
-    return this.leader;
   }
 
   start(): void {

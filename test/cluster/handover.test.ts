@@ -3,7 +3,7 @@
 // Lease watch and the nodes' own record of the kubelet's stop — and every handover is reported in the CR and
 // as Events.
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
-import { HANDOVER_GATE } from '../../src/handover/gate.js';
+import { HANDOVER_GATE } from '../../src/api/names.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
@@ -102,8 +102,10 @@ async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover
     const ours = r.fromDeletion.filter((h) => h.lease === lease).at(-1);
     const theirs = cr.status?.handover?.lastRollout?.leases?.find((x) => x.lease === lease);
     expect(theirs?.releasedBy).toBe(releasedBy);
+    expect(theirs?.gapSeconds, `the operator's gap of ${lease}`).toBeDefined();
+    expect(ours?.gapMs, `our gap of ${lease}`).toBeDefined();
     // Two observers of the same events on one machine: within a second of each other.
-    expect(Math.abs((theirs?.gapSeconds ?? 0) * 1000 - (ours?.gapMs ?? 0))).toBeLessThan(1_000);
+    expect(Math.abs((theirs?.gapSeconds ?? NaN) * 1000 - (ours?.gapMs ?? NaN))).toBeLessThan(1_000);
   }
   const condition = cr.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver');
   expect(condition?.status).toBe('True');

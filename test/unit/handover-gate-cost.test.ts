@@ -1,7 +1,8 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { deletionCostPatch, DELETION_COST } from '../../src/handover/deletion-cost.js';
-import { HANDOVER_GATE, liftGatePatch, liftGateWhenNoHandoverPending, withHandoverGate } from '../../src/handover/gate.js';
+import { HANDOVER_GATE } from '../../src/api/names.js';
+import { liftGatePatch, liftGateWhenNoHandoverPending, withHandoverGate } from '../../src/handover/gate.js';
 
 const created = '2026-01-01T00:00:00Z';
 const t0 = Date.parse(created);

@@ -1,6 +1,6 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { type HolderResolution, podHostname, resolveHolder, sanitizeHostname } from '../../src/handover/holder.js';
+import { type HolderResolution, podHostname, podIdentity, renewingPod, resolveHolder, sanitizeHostname } from '../../src/handover/holder.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
 
 interface PodShape {
@@ -110,4 +110,26 @@ describe('podHostname', () => {
   ])('%s', (_case, p, want) => {
     expect(podHostname(p)).toBe(want);
   });
+});
+
+describe('podIdentity', () => {
+  it.each<[string, V1Pod, string | undefined]>([
+    ['its own hostname, sanitised', pod('ctrl-1', { hostname: 'ctrl.1' }), 'ctrl-1'],
+    ['hostNetwork: its node’s name, sanitised', pod('ctrl-1', { hostNetwork: true, node: 'worker-1.example.com' }), 'worker-1-example-com'],
+    ['hostNetwork, not yet bound: none', { ...pod('ctrl-1', { hostNetwork: true }), spec: { containers: [], hostNetwork: true } }, undefined],
+  ])('%s', (_n, p, want) => expect(podIdentity(p)).toBe(want));
+});
+
+describe('renewingPod (measurement only)', () => {
+  const mayRun = (p: ObservedPod) => !p.gone;
+  const hn = { hostNetwork: true, node: 'worker-2' };
+  it.each<[string, string, ObservedPod[], string | undefined]>([
+    ['the one pod of that name', 'ctrl-1', [live('ctrl-1'), live('ctrl-2')], 'uid-ctrl-1-n1'],
+    ['<pod>_<suffix>', 'ctrl-1_4f1c', [live('ctrl-1')], 'uid-ctrl-1-n1'],
+    ['a dead holder nobody replaced is still the holder', 'ctrl-1', [gone('ctrl-1')], 'old-ctrl-1'],
+    ['hostNetwork: the new pod on the old one’s node, once the old one is gone', 'worker-2', [gone('ctrl-old', hn), live('ctrl-new', hn)], 'uid-ctrl-new-worker-2'],
+    ['hostNetwork: two that may run on one node: cannot tell', 'worker-2', [live('ctrl-old', hn), live('ctrl-new', hn)], undefined],
+    ['nobody of that identity', 'stranger', [live('ctrl-1')], undefined],
+    ['no holder', '', [live('ctrl-1')], undefined],
+  ])('%s', (_n, identity, pods, want) => expect(renewingPod(identity, pods, mayRun)?.pod.metadata?.uid).toBe(want));
 });

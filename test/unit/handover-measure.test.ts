@@ -1,64 +1,127 @@
 import { describe, expect, it } from 'vitest';
-import { formatGap, HandoverTracker } from '../../src/handover/measure.js';
+import { formatGap, HandoverTracker, type LeaseObservation } from '../../src/handover/measure.js';
+
+const L = { namespace: 'ns', name: 'l' };
+const held = (holder: string, holderPod?: string): LeaseObservation => ({ holder, holderPod });
+const vacant: LeaseObservation = { holder: '' };
 
 describe('HandoverTracker', () => {
   it('measures a handover released by the operator from the old holder’s stop to the new acquisition', () => {
     const t = new HandoverTracker();
-    t.observe('ns/l', 'old', 0);
-    t.holderStopping('old', 1000, 900);
-    t.operatorReleasing('ns/l');
-    expect(t.observe('ns/l', '', 1200)).toBeUndefined(); // the watch may see the release before the write returns
-    t.operatorReleaseDone('ns/l', true, 1250);
-    const h = t.observe('ns/l', 'new', 1600, '2026-01-01T00:00:01.600000Z');
+    t.observe(L, held('old', 'uid-old'), 0);
+    t.podStopping('uid-old', 1000, 900);
+    expect(t.observe(L, { holder: '', releasedByOperator: true }, 1200)).toBeUndefined();
+    const h = t.observe(L, { holder: 'new', holderPod: 'uid-new', acquireTime: '2026-01-01T00:00:01.600000Z' }, 1600);
     expect(h).toEqual({
-      lease: 'ns/l', oldHolder: 'old', newHolder: 'new', stopAt: 1000, deletionRequestedAt: 900,
+      namespace: 'ns', lease: 'l', oldHolder: 'old', newHolder: 'new', stopAt: 1000, deletionRequestedAt: 900,
       releasedAt: 1200, releasedBy: 'operator', acquiredAt: 1600, acquireTime: '2026-01-01T00:00:01.600000Z', gapMs: 600,
     });
   });
+
+  it('finds the stop of a <pod>_<suffix> holder: stops are kept by pod, not by identity', () => {
+    const t = new HandoverTracker();
+    t.observe(L, held('ctrl-1_8c1f', 'uid-1'), 0);
+    t.podStopping('uid-1', 10);
+    expect(t.observe(L, held('ctrl-2_77aa', 'uid-2'), 30)).toMatchObject({ oldHolder: 'ctrl-1_8c1f', newHolder: 'ctrl-2_77aa', gapMs: 20 });
+  });
+
+  it('learns the holder’s pod from a later renewal when the first sighting could not tell', () => {
+    const t = new HandoverTracker();
+    t.observe(L, held('a'), 0);
+    t.observe(L, held('a', 'uid-a'), 5);
+    t.podStopping('uid-a', 10);
+    expect(t.observe(L, held('b', 'uid-b'), 40)?.gapMs).toBe(30);
+  });
+
   it('attributes an empty holder it did not write to the holder itself', () => {
     const t = new HandoverTracker();
-    t.observe('l', 'old', 0);
-    t.holderStopping('old', 10);
-    t.observe('l', '', 20);
-    expect(t.observe('l', 'new', 30)).toMatchObject({ releasedBy: 'holder', releasedAt: 20, gapMs: 20 });
+    t.observe(L, held('old', 'u'), 0);
+    t.podStopping('u', 10);
+    t.observe(L, vacant, 20);
+    expect(t.observe(L, held('new'), 30)).toMatchObject({ releasedBy: 'holder', releasedAt: 20, gapMs: 20 });
   });
+
   it('calls it expiry when nobody released', () => {
     const t = new HandoverTracker();
-    t.observe('l', 'old', 0);
-    t.holderStopping('old', 1_000);
-    expect(t.observe('l', 'new', 140_000)).toMatchObject({ releasedBy: 'expiry', releasedAt: undefined, gapMs: 139_000 });
+    t.observe(L, held('old', 'u'), 0);
+    t.podStopping('u', 1_000);
+    expect(t.observe(L, held('new'), 140_000)).toMatchObject({ releasedBy: 'expiry', releasedAt: undefined, gapMs: 139_000 });
   });
-  it('does not count a failed release write as a release', () => {
+
+  it('a later release by the holder, after one of ours on an earlier term, is the holder’s', () => {
     const t = new HandoverTracker();
-    t.observe('l', 'old', 0);
-    t.operatorReleasing('l');
-    t.operatorReleaseDone('l', false, 5);
-    expect(t.observe('l', 'new', 10)).toMatchObject({ releasedBy: 'expiry' });
+    t.observe(L, held('a'), 0);
+    t.observe(L, { holder: '', releasedByOperator: true }, 5);
+    t.observe(L, held('b'), 10);
+    t.observe(L, vacant, 20);
+    expect(t.observe(L, held('c'), 30)).toMatchObject({ oldHolder: 'b', releasedBy: 'holder', releasedAt: 20 });
   });
+
   it('leaves the gap unknown when the old holder was never told to stop (a standby took over)', () => {
     const t = new HandoverTracker();
-    t.observe('l', 'a', 0);
-    expect(t.observe('l', 'b', 10)).toMatchObject({ gapMs: undefined, stopAt: undefined });
+    t.observe(L, held('a', 'ua'), 0);
+    expect(t.observe(L, held('b', 'ub'), 10)).toMatchObject({ gapMs: undefined, stopAt: undefined });
   });
-  it('ignores renewals and a release followed by re-acquisition by the same holder', () => {
+
+  it('a renewal is no handover, also while the renewing pod cannot be told (two hostNetwork pods on one node)', () => {
     const t = new HandoverTracker();
-    t.observe('l', 'a', 0);
-    expect(t.observe('l', 'a', 5)).toBeUndefined();
-    t.observe('l', '', 6);
-    expect(t.observe('l', 'a', 7)).toBeUndefined();
-    expect(t.observe('l', 'b', 8)).toMatchObject({ releasedBy: 'expiry', releasedAt: undefined });
+    t.observe(L, held('node-1', 'ua'), 0);
+    expect(t.observe(L, held('node-1', 'ua'), 5)).toBeUndefined();
+    expect(t.observe(L, held('node-1'), 6)).toBeUndefined();
   });
+
+  it('a release followed by re-acquisition under the same identity is a new term', () => {
+    const t = new HandoverTracker();
+    t.observe(L, held('node-1', 'ua'), 0);
+    t.podStopping('ua', 100);
+    t.observe(L, vacant, 300);
+    expect(t.observe(L, held('node-1', 'ub'), 900)).toMatchObject({ oldHolder: 'node-1', newHolder: 'node-1', releasedBy: 'holder', gapMs: 800 });
+    expect(t.observe(L, held('node-1', 'ub'), 950)).toBeUndefined();
+  });
+
+  it('the same identity renewing from another pod (hostNetwork, same node) is a new term, measured from the old pod’s stop', () => {
+    const t = new HandoverTracker();
+    t.observe(L, held('node-1', 'ua'), 0);
+    t.podStopping('ua', 1_000);
+    expect(t.observe(L, held('node-1'), 1_500)).toBeUndefined(); // ua and ub both may run: cannot tell
+    expect(t.observe(L, held('node-1', 'ub'), 3_000)).toMatchObject({ oldHolder: 'node-1', newHolder: 'node-1', releasedBy: 'expiry', gapMs: 2_000 });
+  });
+
   it('keeps the first sighting of a stop', () => {
     const t = new HandoverTracker();
-    t.observe('l', 'a', 0);
-    t.holderStopping('a', 100);
-    t.holderStopping('a', 200);
-    expect(t.observe('l', 'b', 300)?.gapMs).toBe(200);
+    t.observe(L, held('a', 'ua'), 0);
+    t.podStopping('ua', 100);
+    t.podStopping('ua', 200);
+    expect(t.observe(L, held('b'), 300)?.gapMs).toBe(200);
   });
-  it('starts measuring only once it has seen a holder', () => {
+
+  it('keeps leases of the same name in two namespaces apart', () => {
     const t = new HandoverTracker();
-    expect(t.observe('l', '', 0)).toBeUndefined();
-    expect(t.observe('l', 'a', 1)).toBeUndefined();
+    const other = { namespace: 'other', name: 'l' };
+    t.observe(L, held('a', 'ua'), 0);
+    t.observe(other, held('x', 'ux'), 0);
+    t.podStopping('ux', 50);
+    expect(t.observe(L, held('b'), 100)).toMatchObject({ namespace: 'ns', oldHolder: 'a', gapMs: undefined });
+    expect(t.observe(other, held('y'), 100)).toMatchObject({ namespace: 'other', oldHolder: 'x', gapMs: 50 });
+  });
+
+  it('starts measuring only once it has seen a holder, and forgets a deleted lease', () => {
+    const t = new HandoverTracker();
+    expect(t.observe(L, vacant, 0)).toBeUndefined();
+    expect(t.observe(L, held('a'), 1)).toBeUndefined();
+    t.forget(L);
+    expect(t.observe(L, held('b'), 2)).toBeUndefined();
+  });
+
+  it('prunes old stops of pods no lease is held by, and keeps the holder’s', () => {
+    const t = new HandoverTracker();
+    t.observe(L, held('a', 'ua'), 0);
+    t.podStopping('ua', 10);
+    t.podStopping('gone', 20);
+    t.prune(1_000);
+    t.observe({ namespace: 'ns', name: 'm' }, held('g', 'gone'), 30);
+    expect(t.observe({ namespace: 'ns', name: 'm' }, held('h'), 40)?.gapMs).toBeUndefined();
+    expect(t.observe(L, held('b'), 50)?.gapMs).toBe(40);
   });
 });
 

@@ -4,6 +4,7 @@ import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-no
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
 import { HandoverController } from '../../src/controller/handover.js';
+import { HandoverReports } from '../../src/handover/report.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { type Handler, type InformerEvent, type InformerView, keyOf } from '../../src/kube/informer.js';
@@ -40,6 +41,11 @@ const pod = (ns: string, name: string, node: string, app = 'ctrl'): V1Pod => ({
 });
 const node = (name: string, ready: string): V1Node => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status: ready }] } });
 const deployment = (ns: string): V1Deployment => ({ metadata: { namespace: ns, name: 'ctrl' }, spec: { selector: { matchLabels: { app: 'ctrl' } }, template: {} } });
+/** A workload in namespace c whose sidecar keeps its lease in namespace leases. */
+const electingElsewhere: V1Deployment = {
+  metadata: { namespace: 'c', name: 'ctrl' },
+  spec: { selector: { matchLabels: { app: 'ctrl' } }, template: { spec: { containers: [{ name: 's', args: ['--leader-election-namespace=leases'] }] } } },
+};
 
 function setup() {
   const leases = new FakeInformer<V1Lease>();
@@ -49,7 +55,8 @@ function setup() {
   nodes.put(node('n2', 'True'));
   const c = new HandoverController({
     http: {} as KubeHttp, metrics: {} as Metrics, events: {} as EventRecorder, log: pino({ level: 'silent' }),
-    leases, pods, nodes, deployments: () => [deployment('a'), deployment('b')], gateTimeoutMs: 60_000, onHandover: () => undefined,
+    leases, pods, nodes, deployments: () => [deployment('a'), deployment('b'), electingElsewhere], gateTimeoutMs: 60_000,
+    reports: new HandoverReports(() => undefined), onReportChanged: () => undefined, now: () => 0,
   });
   vi.spyOn(c.queue, 'start').mockImplementation(() => undefined);
   const added = vi.spyOn(c.queue, 'add').mockImplementation(() => undefined);
@@ -120,5 +127,24 @@ describe('HandoverController routing', () => {
     expect(keys()).toEqual(['lease/a/provisioner']);
     leases.put(lease('a', 'provisioner', 'other')); // a pod of no managed workload
     expect(keys()).toEqual(['lease/a/provisioner']);
+  });
+
+  it('a hostNetwork pod reaches the leases held under its node’s name', () => {
+    const { leases, pods, keys } = setup();
+    leases.put(lease('a', 'provisioner', 'n1'));
+    leases.put(lease('a', 'attacher', 'n2'));
+    keys();
+    const p = pod('a', 'ctrl-1', 'n1');
+    pods.put({ ...p, spec: { ...p.spec, containers: p.spec?.containers ?? [], hostNetwork: true } });
+    expect(keys()).toEqual(['lease/a/provisioner', 'workload/a/ctrl']);
+  });
+
+  it('a pod reaches the leases its workload keeps in another namespace (--leader-election-namespace)', () => {
+    const { leases, pods, keys } = setup();
+    leases.put(lease('leases', 'provisioner', 'ctrl-1'));
+    leases.put(lease('c', 'provisioner', 'ctrl-1'));
+    keys();
+    pods.put(pod('c', 'ctrl-1', 'n1'));
+    expect(keys()).toEqual(['lease/c/provisioner', 'lease/leases/provisioner', 'workload/c/ctrl']);
   });
 });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { type Clock, type ReconcileResult, WorkQueue, type WorkQueueOptions } from '../../src/kube/workqueue.js';
+import { type ReconcileResult, type Timers, WorkQueue, type WorkQueueOptions } from '../../src/kube/workqueue.js';
 
 // A manual clock: timers fire only on advance(), in due order, with pending promises flushed after each.
-class FakeClock implements Clock {
+class FakeClock implements Timers {
   private t = 0;
   private nextId = 0;
   readonly timers = new Map<number, { at: number; fn: () => void }>();
@@ -52,7 +52,7 @@ function harness(opts: Partial<WorkQueueOptions> = {}) {
   const done: { key: string; outcome: string }[] = [];
   const q = new WorkQueue({
     name: 'test',
-    clock,
+    timers: clock,
     onError: (key, _err, retryInMs) => errors.push({ key, retryInMs }),
     onDone: (key, _d, outcome) => done.push({ key, outcome }),
     reconcile: (key, signal) => {
@@ -195,7 +195,7 @@ describe('WorkQueue', () => {
     let n = 0;
     const q = new WorkQueue({
       name: 'sync',
-      clock,
+      timers: clock,
       backoff: { baseMs: 50, maxMs: 50 },
       onError: (_k, _e, ms) => errors.push(ms),
       reconcile: () => {
@@ -304,7 +304,7 @@ describe('WorkQueue', () => {
     const seen: string[] = [];
     const q = new WorkQueue({
       name: 'cb',
-      clock,
+      timers: clock,
       backoff: { baseMs: 10, maxMs: 10 },
       onError: () => {
         throw new Error('onError broke');
@@ -334,7 +334,7 @@ describe('WorkQueue', () => {
     try {
       const q = new WorkQueue({
         name: 'async-cb',
-        clock: new FakeClock(),
+        timers: new FakeClock(),
         onDone: async () => {
           throw new Error('async onDone broke');
         },

@@ -1,0 +1,109 @@
+// The handover engine's decisions, as plans: pure functions of one snapshot and `now` that say what to write,
+// what to tell and when to look again. The controller only routes events to keys and carries plans out.
+import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
+import { HANDOVER_STATE } from '../api/names.js';
+import { deletionCostPatch } from './deletion-cost.js';
+import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending } from './gate.js';
+import { podRef } from './observed-pod.js';
+import { provenDead } from './proven-dead.js';
+import { decideRelease } from './release.js';
+import { type HandoverSnapshot, selects, workloadRef } from './snapshot.js';
+
+export type LeasePlan =
+  | { action: 'none' }
+  /** A pending handover we will not release (the holder is not proven dead): logged and counted once per holder. */
+  | { action: 'refuse'; holder: string; reason: string; message: string }
+  /** Release now; then the holder's workload (its gated pods) looks again. */
+  | { action: 'release'; holder: string; pod: string; evidence: string; message: string; recheck?: string };
+
+const holderOf = (lease: V1Lease): string => (typeof lease.spec?.holderIdentity === 'string' ? lease.spec.holderIdentity : '');
+
+export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): LeasePlan {
+  const namespace = lease.metadata?.namespace ?? '';
+  const candidates = s.candidatesFor(namespace);
+  if (candidates.length === 0) return { action: 'none' }; // no managed workload elects here
+  const decision = decideRelease(lease, candidates, s.nodes, now);
+  if (decision.action === 'release') {
+    const r = s.resolve({ namespace, identity: decision.holder });
+    const dep = r.kind === 'pod' ? s.workloadOf(r.pod.pod) : undefined;
+    return { action: 'release', holder: decision.holder, pod: decision.pod, evidence: decision.evidence, message: decision.message, recheck: dep && workloadRef(dep) };
+  }
+  if (decision.reason !== 'holder-alive' && decision.reason !== 'unresolved-holder' && decision.reason !== 'malformed-lease') return { action: 'none' };
+  const holder = holderOf(lease);
+  const r = s.resolve({ namespace, identity: holder });
+  if (r.kind === 'pod') {
+    const terminating = r.pod.gone || r.pod.pod.metadata?.deletionTimestamp != null;
+    // An alive holder that is not being stopped is the normal case, not a refusal.
+    if (decision.reason === 'holder-alive' && !terminating) return { action: 'none' };
+    const verdict = provenDead(r.pod, s.nodes);
+    return { action: 'refuse', holder, reason: verdict.dead ? decision.reason : verdict.reason, message: decision.message };
+  }
+  return { action: 'refuse', holder, reason: r.kind === 'unresolved' ? r.reason : decision.reason, message: decision.message };
+}
+
+export type PodAction =
+  | { kind: 'set-deletion-cost'; pod: V1Pod; patch: unknown }
+  | { kind: 'hold'; pod: V1Pod; message: string; patch: unknown }
+  | { kind: 'lift'; pod: V1Pod; reason: Extract<GateDecision, { lift: true }>['reason'] | 'unmanaged'; message: string; patch: unknown[]; warning?: { reason: string; message: string } };
+
+export interface WorkloadPlan {
+  /** "namespace/lease ← pod" for each lease still held by a terminating pod of the workload not proven dead */
+  pending: string[];
+  actions: PodAction[];
+  requeueAfterMs?: number;
+}
+
+/**
+ * Leader last (deletion costs by leases held) and the gate (hold new pods while a handover is pending, let them
+ * go after it, or after the timeout in any case), for one managed Deployment.
+ */
+export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number): WorkloadPlan {
+  const held = new Map<string, number>(); // pod uid → leases it holds
+  const pending: string[] = [];
+  for (const lease of s.leasesOf(dep)) {
+    const holder = holderOf(lease);
+    if (!holder) continue;
+    const namespace = lease.metadata?.namespace ?? '';
+    const r = s.resolve({ namespace, identity: holder });
+    if (r.kind !== 'pod' || !selects(dep, r.pod.pod)) continue;
+    const uid = r.pod.pod.metadata?.uid ?? '';
+    held.set(uid, (held.get(uid) ?? 0) + 1);
+    const terminating = r.pod.gone || r.pod.pod.metadata?.deletionTimestamp != null;
+    if (terminating && !provenDead(r.pod, s.nodes).dead) pending.push(`${namespace}/${lease.metadata?.name ?? ''} ← ${r.pod.pod.metadata?.name ?? ''}`);
+  }
+  const actions: PodAction[] = [];
+  let requeue: number | undefined;
+  for (const { pod, gone } of s.podsOf(dep)) {
+    if (gone || pod.metadata?.deletionTimestamp) continue;
+    // Leader last: only live, bound, non-terminating pods carry a cost.
+    const cost = pod.spec?.nodeName ? deletionCostPatch(pod, held.get(pod.metadata?.uid ?? '') ?? 0) : undefined;
+    if (cost) actions.push({ kind: 'set-deletion-cost', pod, patch: cost });
+    if (!hasHandoverGate(pod)) continue;
+    // The pod's handover state lives in an annotation, so a restarted operator resumes where it was.
+    const state = pod.metadata?.annotations?.[HANDOVER_STATE];
+    const decision = liftGateWhenNoHandoverPending(pod, pending, state !== undefined, now, gateTimeoutMs);
+    if (!decision.lift) {
+      if (state !== decision.message) actions.push({ kind: 'hold', pod, message: decision.message, patch: { metadata: { annotations: { [HANDOVER_STATE]: decision.message } } } });
+      const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
+      const left = Number.isNaN(created) ? gateTimeoutMs : created + gateTimeoutMs - now;
+      requeue = Math.min(requeue ?? Infinity, Math.max(100, left));
+      continue;
+    }
+    const lift = liftGatePatch(pod);
+    if (!lift) continue;
+    // A pod that waited keeps a record of how it was let go.
+    const patch = state === undefined ? lift : [...lift, { op: 'replace', path: `/metadata/annotations/${HANDOVER_STATE.replace('/', '~1')}`, value: `started: ${decision.message}` }];
+    actions.push({
+      kind: 'lift', pod, reason: decision.reason, message: decision.message, patch,
+      warning: decision.reason === 'timeout' ? { reason: 'HandoverGateTimeout', message: decision.message } : undefined,
+    });
+  }
+  return { pending, actions, requeueAfterMs: requeue };
+}
+
+/** Fail open: our gate on a pod no managed workload selects (its label was removed) is lifted at once. */
+export function planOrphanGate(s: HandoverSnapshot, pod: V1Pod): PodAction | undefined {
+  if (!hasHandoverGate(pod) || pod.metadata?.deletionTimestamp || s.workloadOf(pod)) return undefined;
+  const patch = liftGatePatch(pod);
+  return patch && { kind: 'lift', pod, reason: 'unmanaged', message: `${podRef(pod)}: its workload is not managed`, patch };
+}

@@ -1,0 +1,174 @@
+// The two planners, one row per situation that matters: over one snapshot, what the engine does for a lease
+// (release, refuse and say why, or nothing) and for a workload (deletion costs, gate holds and lifts, when to
+// look again).
+import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import { describe, expect, it } from 'vitest';
+import { HANDOVER_GATE, HANDOVER_STATE } from '../../src/api/names.js';
+import { DELETION_COST } from '../../src/handover/deletion-cost.js';
+import type { ObservedPod } from '../../src/handover/observed-pod.js';
+import { type LeasePlan, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
+import { snapshotOf } from '../../src/handover/snapshot.js';
+
+const NOW = Date.parse('2026-01-02T03:04:20Z');
+const GATE_TIMEOUT = 60_000;
+const NS = 'csi';
+
+const deployment = (opts: { ns?: string; name?: string; app?: string; electIn?: string } = {}): V1Deployment => ({
+  metadata: { namespace: opts.ns ?? NS, name: opts.name ?? 'ctrl', labels: { 'csi-handover.io/driver': 'd' } },
+  spec: {
+    selector: { matchLabels: { app: opts.app ?? 'ctrl' } },
+    template: { spec: { containers: [{ name: 'csi-attacher', args: opts.electIn ? [`--leader-election-namespace=${opts.electIn}`] : [] }] } },
+  },
+});
+
+type State = 'running' | 'terminated';
+interface PodOpts { ns?: string; app?: string; state?: State; deleting?: boolean; gone?: boolean; node?: string; hostNetwork?: boolean; gated?: boolean; waited?: string; cost?: string; ageMs?: number }
+function observed(name: string, o: PodOpts = {}): ObservedPod {
+  const annotations: Record<string, string> = {};
+  if (o.waited !== undefined) annotations[HANDOVER_STATE] = o.waited;
+  if (o.cost !== undefined) annotations[DELETION_COST] = o.cost;
+  const state = o.state ?? 'running';
+  const pod: V1Pod = {
+    metadata: {
+      name, namespace: o.ns ?? NS, uid: `uid-${name}`, labels: { app: o.app ?? 'ctrl' }, annotations,
+      creationTimestamp: new Date(NOW - (o.ageMs ?? 120_000)),
+      ...(o.deleting || o.gone ? { deletionTimestamp: new Date(NOW - 5_000), deletionGracePeriodSeconds: 30 } : {}),
+    },
+    spec: {
+      nodeName: o.gated ? undefined : (o.node ?? 'n1'), hostNetwork: o.hostNetwork, containers: [{ name: 'csi-attacher' }],
+      schedulingGates: o.gated ? [{ name: HANDOVER_GATE }] : undefined,
+    },
+    status: o.gated ? { phase: 'Pending' } : {
+      phase: 'Running',
+      containerStatuses: [{
+        name: 'csi-attacher', image: 'i', imageID: '', ready: state === 'running', restartCount: 0,
+        state: state === 'running' ? { running: {} } : { terminated: { exitCode: 0, finishedAt: new Date(NOW - 3_000) } },
+      }],
+    },
+  };
+  return o.gone ? { pod, gone: true, goneAt: NOW - 1_000, gracefulDeletionSeconds: 30 } : { pod, gone: false };
+}
+
+const lease = (holder: string, o: { ns?: string; name?: string; renewedAgoMs?: number } = {}): V1Lease => ({
+  metadata: { namespace: o.ns ?? NS, name: o.name ?? 'external-attacher-leader', resourceVersion: '1' },
+  spec: { holderIdentity: holder, leaseDurationSeconds: 137, renewTime: new Date(NOW - (o.renewedAgoMs ?? 6_000)), acquireTime: new Date(NOW - 600_000) },
+});
+const ready = (name: string, status = 'True'): V1Node => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status }] } });
+
+const leaseSummary = (p: LeasePlan): string =>
+  p.action === 'release' ? `release ${p.pod} (${p.evidence}), recheck ${p.recheck ?? '-'}` : p.action === 'refuse' ? `refuse ${p.reason}` : 'none';
+
+describe('planLease', () => {
+  const dep = deployment();
+  it.each<[string, { deployments?: V1Deployment[]; pods: ObservedPod[]; lease: V1Lease; nodes?: V1Node[] }, string]>([
+    ['holder deleted gracefully, every container terminated: release, its workload looks again',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' }), observed('ctrl-new')], lease: lease('ctrl-old') }, 'release csi/ctrl-old (deleted-after-containers-terminated), recheck csi/ctrl'],
+    ['holder terminating, containers terminated, object still there: release',
+      { pods: [observed('ctrl-old', { deleting: true, state: 'terminated' })], lease: lease('ctrl-old') }, 'release csi/ctrl-old (containers-terminated), recheck csi/ctrl'],
+    ['client-go style <pod>_<suffix> holder: the same pod, released',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], lease: lease('ctrl-old_4f1c') }, 'release csi/ctrl-old (deleted-after-containers-terminated), recheck csi/ctrl'],
+    ['holder alive and not being stopped: the normal case, nothing to say',
+      { pods: [observed('ctrl-old')], lease: lease('ctrl-old') }, 'none'],
+    ['holder terminating but still running: refused, its containers run',
+      { pods: [observed('ctrl-old', { deleting: true })], lease: lease('ctrl-old') }, 'refuse containers-running'],
+    ['holder terminating on a node that is not Ready: refused',
+      { pods: [observed('ctrl-old', { deleting: true, state: 'terminated' })], lease: lease('ctrl-old'), nodes: [ready('n1', 'Unknown')] }, 'refuse node-not-ready'],
+    ['holder force-deleted: refused',
+      { pods: [{ ...observed('ctrl-old', { gone: true, state: 'terminated' }), gracefulDeletionSeconds: undefined, pod: { ...observed('ctrl-old').pod, metadata: { ...observed('ctrl-old').pod.metadata, deletionTimestamp: new Date(NOW), deletionGracePeriodSeconds: 0 } } }], lease: lease('ctrl-old') }, 'refuse force-deleted'],
+    ['identity nobody has: refused (unknown)',
+      { pods: [observed('ctrl-new')], lease: lease('stranger') }, 'refuse unknown-identity'],
+    ['renewed after the holder finished: someone else renews under that name, refused',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], lease: lease('ctrl-old', { renewedAgoMs: 500 }) }, 'refuse holder-alive'],
+    ['hostNetwork holder, the only pod on its node, dead: release',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated', hostNetwork: true })], lease: lease('n1') }, 'release csi/ctrl-old (deleted-after-containers-terminated), recheck csi/ctrl'],
+    ['hostNetwork holder with the new pod already on the same node: two may hold it, refused',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated', hostNetwork: true }), observed('ctrl-new', { hostNetwork: true })], lease: lease('n1') }, 'refuse ambiguous-host-network'],
+    ['lease in another namespace, where the workload elects (--leader-election-namespace): release',
+      { deployments: [deployment({ electIn: 'leases' })], pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], lease: lease('ctrl-old', { ns: 'leases' }) }, 'release csi/ctrl-old (deleted-after-containers-terminated), recheck csi/ctrl'],
+    ['lease in a namespace no managed workload elects in: nothing',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], lease: lease('ctrl-old', { ns: 'elsewhere' }) }, 'none'],
+    ['same-named pod of an unmanaged app: not a candidate',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated', app: 'other' }), observed('ctrl-new')], lease: lease('ctrl-old') }, 'refuse unknown-identity'],
+    ['malformed lease: refused as malformed',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], lease: { ...lease('ctrl-old'), spec: { holderIdentity: 'ctrl-old', leaseDurationSeconds: -1 } } }, 'refuse malformed-lease'],
+  ])('%s', (_name, c, want) => {
+    const s = snapshotOf({ deployments: c.deployments ?? [dep], pods: c.pods, leases: [c.lease], nodes: c.nodes ?? [ready('n1'), ready('n2')] }, NOW);
+    expect(leaseSummary(planLease(s, c.lease, NOW))).toBe(want);
+  });
+
+  it('two drivers’ leases of the same name in two namespaces resolve against their own pods', () => {
+    const a = deployment({ ns: 'a' });
+    const b = deployment({ ns: 'b' });
+    const pods = [observed('ctrl-x', { ns: 'a', gone: true, state: 'terminated' }), observed('ctrl-x', { ns: 'b' })];
+    const s = snapshotOf({ deployments: [a, b], pods, leases: [], nodes: [ready('n1')] }, NOW);
+    expect(leaseSummary(planLease(s, lease('ctrl-x', { ns: 'a' }), NOW))).toBe('release a/ctrl-x (deleted-after-containers-terminated), recheck a/ctrl');
+    expect(leaseSummary(planLease(s, lease('ctrl-x', { ns: 'b' }), NOW))).toBe('none');
+  });
+});
+
+const workloadSummary = (p: WorkloadPlan): string[] => p.actions.map((a) => {
+  const name = a.pod.metadata?.name ?? '';
+  if (a.kind === 'set-deletion-cost') return `cost ${name} ${JSON.stringify((a.patch as { metadata: { annotations: Record<string, unknown> } }).metadata.annotations[DELETION_COST])}`;
+  if (a.kind === 'hold') return `hold ${name}: ${a.message}`;
+  return `lift ${name} ${a.reason}${a.warning ? ` (${a.warning.reason})` : ''}`;
+});
+
+describe('planWorkload', () => {
+  const dep = deployment();
+  const nodes = [ready('n1'), ready('n2')];
+  it.each<[string, { pods: ObservedPod[]; leases: V1Lease[]; deployments?: V1Deployment[] }, string[], string[], number | undefined]>([
+    ['leader last: the leader of two leases costs 200, a standby nothing',
+      { pods: [observed('ctrl-a'), observed('ctrl-b')], leases: [lease('ctrl-a'), lease('ctrl-a', { name: 'provisioner' })] }, [], ['cost ctrl-a "200"'], undefined],
+    ['a pod that lost its leases goes back to the default cost',
+      { pods: [observed('ctrl-a', { cost: '100' }), observed('ctrl-b')], leases: [lease('ctrl-b')] }, [], ['cost ctrl-a null', 'cost ctrl-b "100"'], undefined],
+    ['terminating pods carry no cost',
+      { pods: [observed('ctrl-a', { deleting: true })], leases: [lease('ctrl-a')] }, ['csi/external-attacher-leader ← ctrl-a'], [], undefined],
+    ['a gated pod while the old leader still runs: held, with what it waits for; look again at the timeout',
+      { pods: [observed('ctrl-old', { deleting: true }), observed('ctrl-new', { gated: true, ageMs: 1_000 })], leases: [lease('ctrl-old')] },
+      ['csi/external-attacher-leader ← ctrl-old'], ['hold ctrl-new: waiting for csi/external-attacher-leader ← ctrl-old'], 59_000],
+    ['held already with the same message: no write, still looks again',
+      { pods: [observed('ctrl-old', { deleting: true }), observed('ctrl-new', { gated: true, ageMs: 1_000, waited: 'waiting for csi/external-attacher-leader ← ctrl-old' })], leases: [lease('ctrl-old')] },
+      ['csi/external-attacher-leader ← ctrl-old'], [], 59_000],
+    ['the old leader proven dead: the pod that waited is let go',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' }), observed('ctrl-new', { gated: true, waited: 'waiting for …' })], leases: [lease('ctrl-old')] },
+      [], ['lift ctrl-new handover-complete'], undefined],
+    ['nothing handing over (a standby replaced): let go at once',
+      { pods: [observed('ctrl-a'), observed('ctrl-new', { gated: true })], leases: [lease('ctrl-a')] }, [], ['cost ctrl-a "100"', 'lift ctrl-new no-handover-pending'], undefined],
+    ['the old leader alive past the gate timeout: let go anyway, with a Warning (fail open)',
+      { pods: [observed('ctrl-old', { deleting: true }), observed('ctrl-new', { gated: true, ageMs: 61_000, waited: 'w' })], leases: [lease('ctrl-old')] },
+      ['csi/external-attacher-leader ← ctrl-old'], ['lift ctrl-new timeout (HandoverGateTimeout)'], undefined],
+    ['leases in another namespace (--leader-election-namespace) count: held while that old leader runs',
+      { deployments: [deployment({ electIn: 'leases' })], pods: [observed('ctrl-old', { deleting: true }), observed('ctrl-new', { gated: true, ageMs: 1_000 })], leases: [lease('ctrl-old', { ns: 'leases' })] },
+      ['leases/external-attacher-leader ← ctrl-old'], ['hold ctrl-new: waiting for leases/external-attacher-leader ← ctrl-old'], 59_000],
+    ['hostNetwork leader terminating on its node: pending, the new pod is held',
+      { pods: [observed('ctrl-old', { deleting: true, hostNetwork: true }), observed('ctrl-new', { gated: true, ageMs: 1_000, hostNetwork: true })], leases: [lease('n1')] },
+      ['csi/external-attacher-leader ← ctrl-old'], ['hold ctrl-new: waiting for csi/external-attacher-leader ← ctrl-old'], 59_000],
+    ['a lease held by another workload’s pod in the namespace is not ours to wait for',
+      { deployments: [dep, deployment({ name: 'snapshot-controller', app: 'snap' })], pods: [observed('snap-old', { app: 'snap', deleting: true }), observed('ctrl-new', { gated: true })], leases: [lease('snap-old')] },
+      [], ['lift ctrl-new no-handover-pending'], undefined],
+  ])('%s', (_name, c, pending, actions, requeue) => {
+    const s = snapshotOf({ deployments: c.deployments ?? [dep], pods: c.pods, leases: c.leases, nodes }, NOW);
+    const target = (c.deployments ?? [dep])[0] ?? dep;
+    const plan = planWorkload(s, target, NOW, GATE_TIMEOUT);
+    expect(plan.pending).toEqual(pending);
+    expect(workloadSummary(plan)).toEqual(actions);
+    expect(plan.requeueAfterMs).toBe(requeue);
+  });
+
+  it('a pod that waited keeps a record of how it was let go', () => {
+    const pods = [observed('ctrl-new', { gated: true, waited: 'waiting for x' })];
+    const plan = planWorkload(snapshotOf({ deployments: [dep], pods, leases: [], nodes }, NOW), dep, NOW, GATE_TIMEOUT);
+    const lift = plan.actions[0];
+    expect(lift?.kind === 'lift' && lift.patch.at(-1)).toEqual({ op: 'replace', path: '/metadata/annotations/csi-handover.io~1handover-state', value: 'started: the old leader released its leases' });
+  });
+});
+
+describe('planOrphanGate', () => {
+  it('lifts our gate on a pod no managed workload selects, and leaves managed or deleting pods alone', () => {
+    const s = snapshotOf({ deployments: [deployment()], pods: [], leases: [], nodes: [] }, NOW);
+    expect(planOrphanGate(s, observed('stray', { gated: true, app: 'unmanaged' }).pod)).toMatchObject({ kind: 'lift', reason: 'unmanaged' });
+    expect(planOrphanGate(s, observed('ctrl-new', { gated: true }).pod)).toBeUndefined();
+    expect(planOrphanGate(s, observed('stray', { gated: true, app: 'unmanaged', deleting: true }).pod)).toBeUndefined();
+    expect(planOrphanGate(s, observed('stray', { app: 'unmanaged' }).pod)).toBeUndefined();
+  });
+});
