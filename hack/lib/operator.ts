@@ -1,11 +1,12 @@
 // Installing the operator on the local cluster from config/ (as pods under its own service account and
 // RBAC), switching its mode, and finding its leader — shared by the cluster tests, the demo and benchmarks.
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../../src/api/names.js';
 import { isConflict, type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { parseMetrics } from '../bench/scale-stats.js';
-import { kubectl, repoRoot, SAMPLE_DRIVER, waitFor } from './cluster.js';
+import { kubectl, localDir, repoRoot, SAMPLE_DRIVER, waitFor } from './cluster.js';
 import { deploymentPath, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
@@ -13,7 +14,25 @@ export const OPERATOR_NAMESPACE = 'csi-handover';
 export async function installOperator(http: KubeHttp): Promise<void> {
   await kubectl('apply', '-k', join(repoRoot, 'config', 'default'));
   await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
+  // On a reused cluster the image may have been rebuilt under the same tag since its pods started: roll them.
+  const image = importedOperatorImage();
+  if (image) {
+    const d = await http.get<V1Deployment>(deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'));
+    if (d.spec?.template.metadata?.annotations?.[IMAGE_ANNOTATION] !== image) {
+      await http.patch(deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'), { spec: { template: { metadata: { annotations: { [IMAGE_ANNOTATION]: image } } } } }, PatchType.strategic);
+    }
+  }
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+}
+
+const IMAGE_ANNOTATION = 'csi-handover.local/image-tarball';
+
+/** The operator image tarball the nodes imported last (hack/nodes.sh keeps it per tag), by its content-keyed name. */
+function importedOperatorImage(): string | undefined {
+  const file = join(localDir, 'nodes', 'node-1', 'images-imported');
+  if (!existsSync(file)) return undefined;
+  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('csi-handover.local/csi-handover:dev '));
+  return lines.at(-1)?.split(' ')[1]?.split('/').pop();
 }
 
 export const SAMPLE_CR_PATH = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
