@@ -12,6 +12,7 @@ import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
 import { formatGap, type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
 import { observePod, observePodGone } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
+import { provenDead } from '../handover/proven-dead.js';
 import { type LeasePlan, type PodAction, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
 import { releaseRecord } from '../handover/release.js';
 import type { HandoverReports } from '../handover/report.js';
@@ -146,7 +147,11 @@ export class HandoverController {
     const key = leaseKeyOf(lease);
     const holder = holderOf(lease);
     const s = this.snapshot();
-    const renewing = holder ? s.renewingPod({ namespace: key.namespace, identity: holder }) : undefined;
+    // Most events are renewals of a term whose pod still runs: only otherwise ask which pod renews.
+    const term = this.tracker.term(key);
+    const termPod = term?.pod === undefined ? undefined : this.observed.get(term.pod);
+    const stillRuns = term?.holder === holder && termPod !== undefined && !termPod.gone && !provenDead(termPod, this.nodes).dead;
+    const renewing = stillRuns ? termPod : holder ? s.renewingPod({ namespace: key.namespace, identity: holder }) : undefined;
     const acquireTime = lease.spec?.acquireTime ? String(lease.spec.acquireTime) : undefined;
     const mark = parseKubeTime(lease.metadata?.annotations?.[RELEASED_BY_OPERATOR]);
     const releasedByOperator = holder === '' && mark !== undefined && mark === parseKubeTime(lease.spec?.renewTime);

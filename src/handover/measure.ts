@@ -99,6 +99,12 @@ export class HandoverTracker {
     return record;
   }
 
+  /** The current term of a lease: its holder and, once known, the uid of the pod holding it. */
+  term(lease: LeaseKey): { holder: string; pod?: string } | undefined {
+    const t = this.terms.get(leaseKeyString(lease));
+    return t && { holder: t.holder, pod: t.pod };
+  }
+
   /** The lease is gone: forget its term. */
   forget(lease: LeaseKey): void {
     this.terms.delete(leaseKeyString(lease));
