@@ -3,19 +3,17 @@
 // src/handover/plan.ts decides over one snapshot. It also measures every leadership term change and reports it.
 import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { DRIVER_LABEL, RELEASED_BY_OPERATOR } from '../api/names.js';
+import { RELEASED_BY_OPERATOR } from '../api/names.js';
 import type { Clock } from '../clock.js';
 import { hasHandoverGate } from '../handover/gate.js';
 import { podIdentity } from '../handover/holder.js';
-import { parseKubeTime } from '../handover/kube-time.js';
 import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
-import { formatGap, type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
+import { type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
 import { observePod, observePodGone } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
-import { provenDead } from '../handover/proven-dead.js';
-import { type LeasePlan, type PodAction, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
+import { handoverOwner, type LeasePlan, observeLease, type PodAction, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
 import { releaseRecord } from '../handover/release.js';
-import type { HandoverReports } from '../handover/report.js';
+import { handoverMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
 import type { EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
@@ -41,7 +39,6 @@ export interface HandoverDeps {
 }
 
 const TOMBSTONE_TTL_MS = 10 * 60_000;
-const holderOf = (l: V1Lease): string => (typeof l.spec?.holderIdentity === 'string' ? l.spec.holderIdentity : '');
 const leaseKeyOf = (l: V1Lease): LeaseKey => ({ namespace: l.metadata?.namespace ?? '', name: l.metadata?.name ?? '' });
 
 export class HandoverController {
@@ -145,20 +142,14 @@ export class HandoverController {
   private leaseSeen(lease: V1Lease, old?: V1Lease): void {
     this.leaseHolders.set(lease);
     const key = leaseKeyOf(lease);
-    const holder = holderOf(lease);
     const s = this.snapshot();
-    // Most events are renewals of a term whose pod still runs: only otherwise ask which pod renews.
     const term = this.tracker.term(key);
-    const termPod = term?.pod === undefined ? undefined : this.observed.get(term.pod);
-    const stillRuns = term?.holder === holder && termPod !== undefined && !termPod.gone && !provenDead(termPod, this.nodes).dead;
-    const renewing = stillRuns ? termPod : holder ? s.renewingPod({ namespace: key.namespace, identity: holder }) : undefined;
-    const acquireTime = lease.spec?.acquireTime ? String(lease.spec.acquireTime) : undefined;
-    const mark = parseKubeTime(lease.metadata?.annotations?.[RELEASED_BY_OPERATOR]);
-    const releasedByOperator = holder === '' && mark !== undefined && mark === parseKubeTime(lease.spec?.renewTime);
-    const record = this.tracker.observe(key, { holder, holderPod: renewing?.pod.metadata?.uid, acquireTime, releasedByOperator }, this.d.now());
+    const observation = observeLease(s, lease, term && { holder: term.holder, pod: term.pod === undefined ? undefined : this.observed.get(term.pod) });
+    const record = this.tracker.observe(key, observation, s.now);
     if (record) void this.reportHandover(record, s);
     this.enqueue(`lease/${key.namespace}/${key.name}`);
     // Leadership moved: the new holder's workload re-checks deletion costs and gates. Renewals skip this.
+    const holder = observation.holder;
     if (holder && holder !== old?.spec?.holderIdentity) {
       const r = s.resolve({ namespace: key.namespace, identity: holder });
       const dep = r.kind === 'pod' ? s.workloadOf(r.pod.pod) : undefined;
@@ -264,14 +255,10 @@ export class HandoverController {
   // ---- reporting ----
 
   private async reportHandover(h: HandoverRecord, s: HandoverSnapshot): Promise<void> {
-    const renewing = s.renewingPod({ namespace: h.namespace, identity: h.newHolder });
-    const pod = renewing ?? s.renewingPod({ namespace: h.namespace, identity: h.oldHolder });
-    const dep = pod && s.workloadOf(pod.pod);
-    const driver = dep?.metadata?.labels?.[DRIVER_LABEL];
+    const { driver, renewing } = handoverOwner(s, h);
     if (!driver) return; // not a lease of a managed workload
     if (this.d.reports.add(driver, h)) this.d.onReportChanged(driver);
-    const gap = h.gapMs === undefined ? 'the old holder was not stopped' : `leaderless ${formatGap(h.gapMs)} after the old leader was told to stop`;
-    const message = `lease ${h.namespace}/${h.lease}: ${h.oldHolder} → ${h.newHolder}, ${gap}, released by ${h.releasedBy}`;
+    const message = handoverMessage(h);
     this.d.log.info({ lease: `${h.namespace}/${h.lease}`, oldHolder: h.oldHolder, newHolder: h.newHolder, gapMs: h.gapMs, releasedBy: h.releasedBy, driver }, 'lease handed over');
     // Every replica measures (a new leader adds what the old one did not report); only the leader counts and tells.
     if (!this.active) return;

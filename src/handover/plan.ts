@@ -1,10 +1,12 @@
 // The handover engine's decisions, as plans: pure functions of one snapshot and `now` that say what to write,
 // what to tell and when to look again. The controller only routes events to keys and carries plans out.
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
-import { HANDOVER_STATE } from '../api/names.js';
+import { DRIVER_LABEL, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../api/names.js';
 import { deletionCostPatch } from './deletion-cost.js';
 import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending } from './gate.js';
-import { podRef } from './observed-pod.js';
+import { parseKubeTime } from './kube-time.js';
+import type { HandoverRecord, LeaseObservation } from './measure.js';
+import { type ObservedPod, podRef } from './observed-pod.js';
 import { provenDead } from './proven-dead.js';
 import { decideRelease } from './release.js';
 import { type HandoverSnapshot, selects, workloadRef } from './snapshot.js';
@@ -106,4 +108,30 @@ export function planOrphanGate(s: HandoverSnapshot, pod: V1Pod): PodAction | und
   if (!hasHandoverGate(pod) || pod.metadata?.deletionTimestamp || s.workloadOf(pod)) return undefined;
   const patch = liftGatePatch(pod);
   return patch && { kind: 'lift', pod, reason: 'unmanaged', message: `${podRef(pod)}: its workload is not managed`, patch };
+}
+
+/**
+ * What one version of a Lease says of its leadership term, for measuring: its holder, the pod renewing it, and
+ * whether the empty holder is our release. `termPod`: the pod of the term as it stands (most versions are its
+ * renewals: then nobody else is looked for).
+ */
+export function observeLease(s: HandoverSnapshot, lease: V1Lease, term: { holder: string; pod?: ObservedPod } | undefined): LeaseObservation {
+  const holder = holderOf(lease);
+  const namespace = lease.metadata?.namespace ?? '';
+  const stillRuns = term?.holder === holder && term.pod !== undefined && !term.pod.gone && !provenDead(term.pod, s.nodes).dead;
+  const renewing = stillRuns ? term.pod : holder ? s.renewingPod({ namespace, identity: holder }) : undefined;
+  const mark = parseKubeTime(lease.metadata?.annotations?.[RELEASED_BY_OPERATOR]);
+  return {
+    holder,
+    holderPod: renewing?.pod.metadata?.uid,
+    acquireTime: lease.spec?.acquireTime ? String(lease.spec.acquireTime) : undefined,
+    releasedByOperator: holder === '' && mark !== undefined && mark === parseKubeTime(lease.spec?.renewTime),
+  };
+}
+
+/** Whose handover it is: the driver of the workload of the pod that renews now (else the old holder's), and that pod. */
+export function handoverOwner(s: HandoverSnapshot, h: HandoverRecord): { driver?: string; renewing?: ObservedPod } {
+  const renewing = s.renewingPod({ namespace: h.namespace, identity: h.newHolder });
+  const pod = renewing ?? s.renewingPod({ namespace: h.namespace, identity: h.oldHolder });
+  return { driver: pod && s.workloadOf(pod.pod)?.metadata?.labels?.[DRIVER_LABEL], renewing };
 }

@@ -30,6 +30,12 @@ export function withHandover(report: HandoverReport | undefined, h: HandoverReco
   return { leases, totals };
 }
 
+/** How a handover reads in its Events and log line. */
+export function handoverMessage(h: HandoverRecord): string {
+  const gap = h.gapMs === undefined ? 'the old holder was not stopped' : `leaderless ${formatGap(h.gapMs)} after the old leader was told to stop`;
+  return `lease ${h.namespace}/${h.lease}: ${h.oldHolder} → ${h.newHolder}, ${gap}, released by ${h.releasedBy}`;
+}
+
 // ---- status.handover, both ways ----
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());

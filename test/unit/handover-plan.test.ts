@@ -3,10 +3,10 @@
 // look again).
 import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { HANDOVER_GATE, HANDOVER_STATE } from '../../src/api/names.js';
+import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
-import { type LeasePlan, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
+import { handoverOwner, type LeasePlan, observeLease, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
 import { snapshotOf } from '../../src/handover/snapshot.js';
 
 const NOW = Date.parse('2026-01-02T03:04:20Z');
@@ -170,5 +170,35 @@ describe('planOrphanGate', () => {
     expect(planOrphanGate(s, observed('ctrl-new', { gated: true }).pod)).toBeUndefined();
     expect(planOrphanGate(s, observed('stray', { gated: true, app: 'unmanaged', deleting: true }).pod)).toBeUndefined();
     expect(planOrphanGate(s, observed('stray', { app: 'unmanaged' }).pod)).toBeUndefined();
+  });
+});
+
+describe('observeLease (measuring a term)', () => {
+  const dep = deployment();
+  const nodes = [ready('n1'), ready('n2')];
+  const released = (mark?: string): V1Lease => ({
+    metadata: { namespace: NS, name: 'l', annotations: mark ? { [RELEASED_BY_OPERATOR]: mark } : {} },
+    spec: { holderIdentity: '', leaseDurationSeconds: 1, renewTime: '2026-01-02T03:04:10.500000Z' as unknown as Date },
+  });
+  const a = observed('ctrl-a');
+  const hnOld = observed('ctrl-old', { hostNetwork: true, gone: true, state: 'terminated' });
+  const hnNew = observed('ctrl-new', { hostNetwork: true });
+  it.each<[string, ObservedPod[], V1Lease, { holder: string; pod?: ObservedPod } | undefined, { holderPod?: string; releasedByOperator: boolean }]>([
+    ['a renewal of a term whose pod runs: that pod', [a], lease('ctrl-a'), { holder: 'ctrl-a', pod: a }, { holderPod: 'uid-ctrl-a', releasedByOperator: false }],
+    ['a first sighting: the pod the identity names', [a], lease('ctrl-a'), undefined, { holderPod: 'uid-ctrl-a', releasedByOperator: false }],
+    ['hostNetwork: the old pod dead, the new one on its node renews', [hnOld, hnNew], lease('n1'), { holder: 'n1', pod: hnOld }, { holderPod: 'uid-ctrl-new', releasedByOperator: false }],
+    ['our release: the mark is this record’s renewTime', [a], released('2026-01-02T03:04:10.5Z'), { holder: 'ctrl-a', pod: a }, { holderPod: undefined, releasedByOperator: true }],
+    ['the holder’s own release after one of ours: an older mark', [a], released('2026-01-02T03:01:00.000000Z'), { holder: 'ctrl-a', pod: a }, { holderPod: undefined, releasedByOperator: false }],
+    ['no mark: the holder released it', [a], released(), { holder: 'ctrl-a', pod: a }, { holderPod: undefined, releasedByOperator: false }],
+  ])('%s', (_n, pods, l, term, want) => {
+    const s = snapshotOf({ deployments: [dep], pods, leases: [l], nodes }, NOW);
+    expect(observeLease(s, l, term)).toMatchObject(want);
+  });
+
+  it('the owner of a handover is the driver of the pod that renews now, else of the old holder’s', () => {
+    const s = snapshotOf({ deployments: [dep], pods: [observed('ctrl-a', { gone: true, state: 'terminated' })], leases: [], nodes }, NOW);
+    const h = { namespace: NS, lease: 'l', oldHolder: 'ctrl-a', newHolder: 'not-seen-yet', releasedBy: 'operator' as const, acquiredAt: NOW };
+    expect(handoverOwner(s, h).driver).toBe('d');
+    expect(handoverOwner(s, { ...h, namespace: 'elsewhere' }).driver).toBeUndefined();
   });
 });
