@@ -7,19 +7,17 @@
 //   3. Side by side, and what the operator reports in the ClusterCSIDriver.
 // DEMO_TIMINGS=upstream uses the upstream 15s/10s/5s lease timings (quicker); the default is OpenShift's
 // 137s/107s/26s, under which step 1 takes a few minutes — that is the point.
-import { PatchType } from '../src/kube/http.js';
 import { makeLogger } from '../src/log.js';
 import { formatHandovers, type Overlay, type RolloutResult, settle, waitSettled } from './bench/measure-rollout.js';
 import { type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './bench/storage-probe.js';
 import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
-import { installOperator, setOperatorMode } from './lib/operator.js';
+import { installOperator, setOperatorMode, setSampleCrLevel } from './lib/operator.js';
 import { setVerbosityDirectly } from './lib/rollout.js';
 
 const log = makeLogger('demo', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
 const timings = process.env.DEMO_TIMINGS === 'upstream' ? 'upstream' : 'openshift';
 const overlay: Overlay = process.env.DEMO_REPLICAS === '1' ? `${timings}-1replica` : timings;
-const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 
 
 await removeStaleProbes(http, log);
@@ -32,9 +30,7 @@ console.log(`${formatHandovers(without)}\n`);
 console.log('== 2. With csi-handover: kubectl patch clustercsidriver hostpath.csi.k8s.io --type=merge -p \'{"spec":{"logLevel":"Trace"}}\' (4 → 6)');
 await installOperator(http);
 await setOperatorMode(http, 'standalone'); // whatever an earlier benchmark left
-await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-  apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Debug' },
-} }).catch(() => http.patch(crPath, { spec: { managementState: 'Managed', logLevel: 'Debug' } }, PatchType.merge));
+await setSampleCrLevel(http, 'Debug');
 // The CR starts at Debug (--v=4, what step 1 left); settle, then the change under test: Debug → Trace.
 await waitSettled(http);
 const withRun = await probedRollout(http, overlay, log, `demo-with-${Date.now().toString(36)}`, () => kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'));

@@ -4,16 +4,14 @@
 // processes are gone (the node records when they exited).
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
-import { clusterHttp, deploySample, kubectl, nodeComponent, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorMetric } from '../../hack/lib/operator.js';
+import { clusterHttp, deploySample, kubectl, nodeComponent, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
+import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setSampleCrLevel } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
 const leases = Object.values(SAMPLE_LEASES);
-const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 const log = makeLogger('test', 'warn');
 const LEASE_MS = 15_000; // upstream timings
 
@@ -49,9 +47,7 @@ beforeAll(async () => {
   await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', 'GATE_TIMEOUT=20s', 'CSI_HANDOVER_MODE=standalone');
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   await deploySample('upstream-1replica');
-  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Debug' },
-  } }).catch(() => http.patch(crPath, { spec: { managementState: 'Managed', logLevel: 'Debug' } }, PatchType.merge));
+  await setSampleCrLevel(http, 'Debug');
   await settledLeader();
 });
 

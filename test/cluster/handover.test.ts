@@ -11,7 +11,7 @@ import { makeLogger } from '../../src/log.js';
 import { type Handover, handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, deploySample, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader, setOperatorMode } from '../../hack/lib/operator.js';
+import { installOperator, operatorLeader, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -120,10 +120,7 @@ beforeAll(async () => {
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
   await deploySample('openshift');
-  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER },
-    spec: { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Normal' },
-  } }).catch(() => setLogLevel('Normal'));
+  await setSampleCrLevel(http, 'Normal');
   await settled();
 });
 

@@ -4,12 +4,11 @@
 // monitor (v0.18.0) has no such flag at all: its lease is released by csi-handover once its holder is dead.
 import type { V1Pod } from '@kubernetes/client-node';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, kubectl, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, samplesDir, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, setOperatorMode } from '../../hack/lib/operator.js';
+import { installOperator, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { join } from 'node:path';
 
@@ -42,9 +41,7 @@ beforeAll(async () => {
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
   await kubectl('apply', '-k', join(samplesDir, 'openshift-release-on-exit'));
-  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Normal' },
-  } }).catch(() => http.patch(crPath, { spec: { managementState: 'Managed', logLevel: 'Normal' } }, PatchType.merge));
+  await setSampleCrLevel(http, 'Normal');
   await settled();
 });
 
