@@ -18,6 +18,9 @@ export function podRef(pod: V1Pod): string {
   return `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
 }
 
+/** Being stopped: deleted from the API, or with a deletionTimestamp. */
+export const isTerminating = (p: ObservedPod): boolean => p.gone || p.pod.metadata?.deletionTimestamp != null;
+
 /** The grace period of the pod's deletion if it is a graceful one (deletionTimestamp set, grace > 0). */
 function gracefulDeletionOf(pod: V1Pod): number | undefined {
   const grace = pod.metadata?.deletionGracePeriodSeconds;

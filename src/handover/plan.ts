@@ -6,7 +6,7 @@ import { deletionCostPatch } from './deletion-cost.js';
 import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending } from './gate.js';
 import { parseKubeTime } from './kube-time.js';
 import type { HandoverRecord, LeaseObservation } from './measure.js';
-import { type ObservedPod, podRef } from './observed-pod.js';
+import { isTerminating, type ObservedPod, podRef } from './observed-pod.js';
 import { provenDead } from './proven-dead.js';
 import { decideRelease } from './release.js';
 import { type HandoverSnapshot, selects, workloadRef } from './snapshot.js';
@@ -34,9 +34,8 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
   const holder = holderOf(lease);
   const r = s.resolve({ namespace, identity: holder });
   if (r.kind === 'pod') {
-    const terminating = r.pod.gone || r.pod.pod.metadata?.deletionTimestamp != null;
     // An alive holder that is not being stopped is the normal case, not a refusal.
-    if (decision.reason === 'holder-alive' && !terminating) return { action: 'none' };
+    if (decision.reason === 'holder-alive' && !isTerminating(r.pod)) return { action: 'none' };
     const verdict = provenDead(r.pod, s.nodes);
     return { action: 'refuse', holder, reason: verdict.dead ? decision.reason : verdict.reason, message: decision.message };
   }
@@ -70,8 +69,7 @@ export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number
     if (r.kind !== 'pod' || !selects(dep, r.pod.pod)) continue;
     const uid = r.pod.pod.metadata?.uid ?? '';
     held.set(uid, (held.get(uid) ?? 0) + 1);
-    const terminating = r.pod.gone || r.pod.pod.metadata?.deletionTimestamp != null;
-    if (terminating && !provenDead(r.pod, s.nodes).dead) pending.push(`${namespace}/${lease.metadata?.name ?? ''} ← ${r.pod.pod.metadata?.name ?? ''}`);
+    if (isTerminating(r.pod) && !provenDead(r.pod, s.nodes).dead) pending.push(`${namespace}/${lease.metadata?.name ?? ''} ← ${r.pod.pod.metadata?.name ?? ''}`);
   }
   const actions: PodAction[] = [];
   let requeue: number | undefined;
@@ -118,7 +116,7 @@ export function planOrphanGate(s: HandoverSnapshot, pod: V1Pod): PodAction | und
 export function observeLease(s: HandoverSnapshot, lease: V1Lease, term: { holder: string; pod?: ObservedPod } | undefined): LeaseObservation {
   const holder = holderOf(lease);
   const namespace = lease.metadata?.namespace ?? '';
-  const stillRuns = term?.holder === holder && term.pod !== undefined && !term.pod.gone && !provenDead(term.pod, s.nodes).dead;
+  const stillRuns = term?.holder === holder && term.pod !== undefined && s.mayRun(term.pod);
   const renewing = stillRuns ? term.pod : holder ? s.renewingPod({ namespace, identity: holder }) : undefined;
   const mark = parseKubeTime(lease.metadata?.annotations?.[RELEASED_BY_OPERATOR]);
   return {

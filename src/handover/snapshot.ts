@@ -108,9 +108,14 @@ export class HandoverSnapshot {
     return r;
   }
 
+  /** Whether the pod's processes may still run: not gone and not proven dead. */
+  mayRun(p: ObservedPod): boolean {
+    return !p.gone && !provenDead(p, this.nodes).dead;
+  }
+
   /** The pod whose process renews under this identity now (measurement only: never a reason to release). */
   renewingPod(key: HolderKey): ObservedPod | undefined {
-    return renewingPod(key.identity, this.candidatesFor(key.namespace), (p) => !p.gone && !provenDead(p, this.nodes).dead);
+    return renewingPod(key.identity, this.candidatesFor(key.namespace), (p) => this.mayRun(p));
   }
 
   /** The leases the workload's sidecars may hold: every lease of the namespaces they elect in. */

@@ -37,7 +37,6 @@ export class EventRecorder {
     try {
       const seen = this.written.get(key);
       if (seen) {
-        this.written.delete(key); // re-inserted below: most recent last
         try {
           await this.http.patch(`/api/v1/namespaces/${ns}/events/${seen.name}`, { count: seen.count + 1, lastTimestamp: now }, PatchType.merge);
           this.remember(key, { name: seen.name, count: seen.count + 1 });
@@ -69,6 +68,7 @@ export class EventRecorder {
   }
 
   private remember(key: string, e: { name: string; count: number }): void {
+    this.written.delete(key); // re-inserted: most recent last
     this.written.set(key, e);
     if (this.written.size > REMEMBERED) this.written.delete(this.written.keys().next().value ?? '');
   }
