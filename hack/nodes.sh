@@ -199,17 +199,23 @@ cluster_alive() {
   return 1
 }
 
+# A cluster's node cgroups (empty ones: their processes are gone) and its bridge, with the routes through it.
+remove_cgroups_and_bridge() { # remove_cgroups_and_bridge <cluster id>
+  local c
+  for c in /sys/fs/cgroup/*/csi-handover-"$1"-node-*; do
+    [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+  if ip link show "csih-$1" >/dev/null 2>&1; then ip link del "csih-$1"; fi
+}
+
 # What a dead cluster left (a killed run never reached its `down`): its cgroups, bridge and registration.
 reclaim_dead_clusters() {
-  local id c
+  local id
   for id in $(cluster_ids); do
     [[ "$id" == "$cluster_id" ]] && continue
     cluster_alive "$id" && continue
     log "reclaiming what a dead cluster left on this host: id $id$( [[ -f "$run_dir/clusters/$id" ]] && echo ", state $(cat "$run_dir/clusters/$id")")"
-    for c in /sys/fs/cgroup/*/csi-handover-"$id"-node-*; do
-      [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
-    done
-    ip link show "csih-$id" >/dev/null 2>&1 && ip link del "csih-$id"
+    remove_cgroups_and_bridge "$id"
     rm -f "$run_dir/clusters/$id"
   done
   # Another live cluster on this node network would take the nodes' replies: refuse, and say which.
@@ -400,11 +406,8 @@ down() {
   [[ -z "$pids" ]] || { log "killing leftover node processes: $(ps -o pid=,comm= -p "${pids// /,}" | xargs)"; kill_and_wait KILL $pids; }
   # Namespaces are gone with their last process (and with them every mount, pod network and veth). Left: cgroups,
   # the bridge (with its routes) and the kernel settings.
-  for c in /sys/fs/cgroup/*/"$cgroup_prefix"-node-*; do
-    [[ -d "$c" ]] && find "$c" -depth -type d -exec rmdir {} + 2>/dev/null || true
-  done
+  remove_cgroups_and_bridge "$cluster_id"
   for c in /sys/fs/cgroup/*/"$cgroup_prefix"-node-*; do [[ -d "$c" ]] && log "cgroup left behind: $c"; done
-  ip link show "$bridge" >/dev/null 2>&1 && ip link del "$bridge"
   release_host_state
   [[ -z "$pids" ]]
 }
