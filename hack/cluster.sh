@@ -114,6 +114,8 @@ up() {
     --initial-cluster "local=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level warn
   wait_ready etcd "http://127.0.0.1:$etcd_port/health" 60
 
+  # The API server runs on the host, outside every node's kube-proxy: it reaches webhook Services by their ready
+  # endpoints (--enable-aggregator-routing, as control planes off the pod network do), routed to the pod subnets.
   start kube-apiserver "$bin/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address "$api_addr" --advertise-address "$api_addr" --secure-port "$api_port" \
@@ -126,6 +128,7 @@ up() {
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
+    --enable-aggregator-routing=true \
     --profiling=false --v=1
   wait_ready kube-apiserver "https://$api_addr:$api_port/readyz" 120 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
 

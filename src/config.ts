@@ -3,10 +3,10 @@ import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
-const duration = z.string().regex(/^\d+(\.\d+)?(ms|s|m)$/, 'a duration such as 500ms, 15s or 2m').transform((s) => {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m)$/.exec(s);
-  const n = Number(m?.[1] ?? 0);
-  return m?.[2] === 'ms' ? n : m?.[2] === 's' ? n * 1000 : n * 60_000;
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
+const duration = z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)$/, 'a duration such as 500ms, 15s, 2m, 1h or 90d').transform((s) => {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(s);
+  return Number(m?.[1] ?? 0) * UNIT_MS[(m?.[2] ?? 'ms') as keyof typeof UNIT_MS];
 });
 const csv = z.string().transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
 const bool = z.enum(['true', 'false']).transform((v) => v === 'true');
@@ -27,6 +27,13 @@ export const Config = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
   handoverGate: bool,
   gateTimeout: duration,
+  webhookPort: z.coerce.number().int().min(0).max(65535),
+  webhookCertSource: z.enum(['self', 'service-ca']),
+  webhookSecret: z.string().min(1),
+  webhookService: z.string().min(1),
+  webhookConfiguration: z.string().min(1),
+  webhookCertValidity: duration.refine((ms) => ms >= 60_000, 'at least 1m'),
+  operatorDeployment: z.string().min(1),
 }).refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
   .refine((c) => c.retryPeriod < c.renewDeadline, { message: 'retry period must be shorter than the renew deadline', path: ['retryPeriod'] });
 export type Config = z.infer<typeof Config>;
@@ -47,6 +54,16 @@ const flagNames = {
   logLevel: ['log-level', 'LOG_LEVEL', 'info'],
   handoverGate: ['handover-gate', 'HANDOVER_GATE', 'true'],
   gateTimeout: ['gate-timeout', 'GATE_TIMEOUT', '60s'],
+  // The pod admission webhook (0: not served). Its certificates: issued and rotated by the operator (self), or
+  // by OpenShift's service-ca operator, which writes the Secret and injects the caBundle (service-ca).
+  webhookPort: ['webhook-port', 'WEBHOOK_PORT', '9443'],
+  webhookCertSource: ['webhook-cert-source', 'WEBHOOK_CERT_SOURCE', 'self'],
+  webhookSecret: ['webhook-secret', 'WEBHOOK_SECRET', 'csi-handover-webhook-cert'],
+  webhookService: ['webhook-service', 'WEBHOOK_SERVICE', 'csi-handover-webhook'],
+  webhookConfiguration: ['webhook-configuration', 'WEBHOOK_CONFIGURATION', 'csi-handover'],
+  webhookCertValidity: ['webhook-cert-validity', 'WEBHOOK_CERT_VALIDITY', '90d'],
+  // The operator's own Deployment: gone or scaled to zero at shutdown means "going away", and its gates are lifted.
+  operatorDeployment: ['operator-deployment', 'OPERATOR_DEPLOYMENT', 'csi-handover'],
 } as const satisfies Record<keyof Config, readonly [string, string, string | undefined]>;
 
 /** Flags win over environment variables, which win over defaults. Throws a readable error on bad input. */

@@ -27,8 +27,8 @@ const server = createServer((req, res) => {
   if (path === '/healthz') {
     res.writeHead(200).end('ok');
   } else if (path === '/readyz') {
-    const ready = operator.informersSynced();
-    res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'caches not synced');
+    const { ready, reason } = operator.readiness();
+    res.writeHead(ready ? 200 : 503).end(reason);
   } else if (path === '/metrics') {
     metrics.registry.metrics().then(
       (body) => res.writeHead(200, { 'content-type': metrics.registry.contentType }).end(body),

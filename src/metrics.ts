@@ -36,10 +36,19 @@ export function makeMetrics() {
   const gatesLifted = new Counter({
     name: 'csi_handover_gates_lifted_total', help: 'Handover scheduling gates lifted, by reason', labelNames: ['reason'] as const, registers: [registry],
   });
+  const admissions = new Counter({
+    name: 'csi_handover_admissions_total', help: 'Pod admission reviews answered, by decision (gated, or why not)', labelNames: ['decision'] as const, registers: [registry],
+  });
+  const admissionDuration = new Histogram({
+    name: 'csi_handover_admission_duration_seconds', help: 'Time to answer a pod admission review', buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2], registers: [registry],
+  });
+  const certRotations = new Counter({
+    name: 'csi_handover_webhook_cert_rotations_total', help: 'Webhook certificate steps written (bootstrap, rotate-ca, rotate-serving)', labelNames: ['step'] as const, registers: [registry],
+  });
   const apiRequests = new Counter({
     name: 'csi_handover_api_requests_total', help: 'Requests the operator made to the API server (watch streams as WATCH), by verb, resource and HTTP status (0: no response)',
     labelNames: ['verb', 'resource', 'code'] as const, registers: [registry],
   });
-  return { registry, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
+  return { registry, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;

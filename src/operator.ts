@@ -1,6 +1,6 @@
 // Wires the operator together: informers (in every replica, so a standby's caches are warm), leader
 // election, and — on the leader only — the work queue that runs the ClusterCSIDriver reconcile.
-import type { V1DaemonSet, V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1Lease, V1MutatingWebhookConfiguration, V1Node, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { COLLECTION_PATH, validateSpec } from './api/clustercsidriver.js';
 import { DRIVER_LABEL } from './api/names.js';
@@ -8,14 +8,17 @@ import { systemClock } from './clock.js';
 import type { Config } from './config.js';
 import { type DriverContext, reconcileDriver, type Workload } from './controller/clustercsidriver.js';
 import { HandoverController } from './controller/handover.js';
+import { WebhookController } from './controller/webhook.js';
 import { HandoverReports, reportFromStatus } from './handover/report.js';
 import { EventRecorder } from './kube/events.js';
-import type { KubeHttp } from './kube/http.js';
+import { isNotFound, type KubeHttp } from './kube/http.js';
 import { Informer, type InformerView, keyOf, withoutManagedFields } from './kube/informer.js';
 import { WorkQueue } from './kube/workqueue.js';
 import { LeaderElector } from './leaderelection/elector.js';
 import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
 import type { Metrics } from './metrics.js';
+import { serviceDnsNames } from './webhook/certs.js';
+import { WebhookServer } from './webhook/server.js';
 
 const STATUS_COALESCE_MS = 500;
 
@@ -29,14 +32,17 @@ export class Operator {
   private readonly leases: Informer<V1Lease>[] = [];
   private readonly pods: Informer<V1Pod>[] = [];
   private readonly nodes: Informer<V1Node>;
+  private readonly webhookInformers: Informer<Named>[] = [];
   readonly handover: HandoverController;
+  readonly webhookServer: WebhookServer | undefined;
+  private readonly webhook: WebhookController | undefined;
   private readonly elector: LeaderElector | undefined;
   private readonly operatorLogLevels = new Map<string, LogLevel>();
   private leading = false;
 
   constructor(
     private readonly cfg: Config,
-    http: KubeHttp,
+    private readonly http: KubeHttp,
     private readonly log: Logger,
     private readonly metrics: Metrics,
     private readonly exit: (code: number) => void,
@@ -66,13 +72,33 @@ export class Operator {
       },
       now: systemClock,
     });
+    if (cfg.webhookPort > 0) {
+      const ns = cfg.leaderElectionNamespace;
+      this.webhookServer = new WebhookServer({
+        log: log.child({ component: 'webhook' }), metrics, gating: cfg.handoverGate,
+        decide: (pod, signal) => this.handover.admit(pod, signal),
+      });
+      const secret = new Informer<V1Secret>(http, { path: `/api/v1/namespaces/${ns}/secrets`, fieldSelector: `metadata.name=${cfg.webhookSecret}`, log });
+      const configuration = new Informer<V1MutatingWebhookConfiguration>(http, {
+        path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', fieldSelector: `metadata.name=${cfg.webhookConfiguration}`, log, transform: withoutManagedFields,
+      });
+      this.webhookInformers.push(secret as Informer<Named>, configuration as Informer<Named>);
+      this.webhook = new WebhookController({
+        http, log: log.child({ controller: 'webhook' }), metrics, server: this.webhookServer,
+        port: cfg.webhookPort, host: cfg.bindAddress, certSource: cfg.webhookCertSource,
+        namespace: ns, secretName: cfg.webhookSecret, configurationName: cfg.webhookConfiguration,
+        policy: { dnsNames: serviceDnsNames(cfg.webhookService, ns), validityMs: cfg.webhookCertValidity },
+        secret, configuration, deployments: () => this.deployments.flatMap((i) => i.list()), now: systemClock,
+      });
+      // The webhook asks only about the namespaces of managed controllers: those follow the Deployments.
+      for (const inf of this.deployments) inf.on('add', () => this.webhook?.enqueue()).on('delete', () => this.webhook?.enqueue());
+    }
     const ctx: DriverContext = {
       http, log, metrics, mode: cfg.mode,
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       getDriver: (name) => this.drivers.get(name),
       workloadsOf: (driver) => this.workloadsOf(driver),
       handoverReport: (driver) => reports.get(driver),
-      handoverGate: cfg.handoverGate,
       now: systemClock,
     };
     this.queue = new WorkQueue({
@@ -117,10 +143,22 @@ export class Operator {
           // Another replica may be leading already: stop acting at once and let the kubelet restart us.
           metrics.leader.set(0);
           this.leading = false;
-          void Promise.all([this.queue.shutDown(), this.handover.stop()]).finally(() => this.exit(1));
+          void Promise.all([this.queue.shutDown(), this.handover.stop(), this.webhook?.stop()]).finally(() => this.exit(1));
         },
       });
     }
+  }
+
+  /**
+   * Gates fail open for good: when the operator is being uninstalled or scaled to zero, no replica will come to
+   * lift the gates it placed, so the last leader lifts them on its way out. A rolling update keeps them: the next
+   * leader takes them over within seconds.
+   */
+  private async failOpenIfLeaving(): Promise<void> {
+    const why = await operatorLeaving(this.http, this.cfg.leaderElectionNamespace, this.cfg.operatorDeployment);
+    if (!why) return;
+    const lifted = await this.handover.liftAllGates('operator leaving');
+    this.log.info({ why, lifted }, 'operator going away: lifted every handover gate it placed');
   }
 
   private enqueue(name: string | undefined): void {
@@ -151,17 +189,25 @@ export class Operator {
   }
 
   private allInformers(): Informer<Named>[] {
-    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.leases, ...this.pods, this.nodes] as Informer<Named>[];
+    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.leases, ...this.pods, this.nodes, ...this.webhookInformers] as Informer<Named>[];
   }
 
   informersSynced(): boolean {
     return this.allInformers().every((i) => i.hasSynced());
   }
 
+  /** Ready for traffic: caches synced and, where the webhook is served, a serving certificate loaded. */
+  readiness(): { ready: boolean; reason: string } {
+    if (!this.informersSynced()) return { ready: false, reason: 'caches not synced' };
+    if (this.webhookServer && !this.webhookServer.ready) return { ready: false, reason: 'webhook has no serving certificate yet' };
+    return { ready: true, reason: 'ok' };
+  }
+
   async start(): Promise<void> {
     for (const i of this.allInformers()) i.start();
     await Promise.all(this.allInformers().map((i) => i.waitForSync()));
     this.log.info({ mode: this.cfg.mode }, 'caches synced');
+    this.webhook?.loadCurrent();
     if (this.elector) this.elector.start();
     else this.startLeading();
   }
@@ -171,13 +217,17 @@ export class Operator {
     this.metrics.leader.set(1);
     this.queue.start();
     this.handover.start();
+    this.webhook?.start();
     for (const d of this.drivers.list()) this.enqueue(d.metadata?.name);
   }
 
   /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
   async shutdown(): Promise<void> {
+    const wasLeading = this.leading;
     this.leading = false;
-    await Promise.all([this.queue.shutDown(), this.handover.stop()]);
+    await Promise.all([this.queue.shutDown(), this.handover.stop(), this.webhook?.stop()]);
+    await this.webhookServer?.close();
+    if (wasLeading || !this.elector) await this.failOpenIfLeaving();
     this.metrics.leader.set(0);
     if (this.elector) {
       try {
@@ -187,6 +237,18 @@ export class Operator {
       }
     }
     for (const i of this.allInformers()) i.stop();
+  }
+}
+
+/** Whether this replica's Deployment is going away (deleted, being deleted, scaled to zero); unknown counts as staying. */
+async function operatorLeaving(http: KubeHttp, namespace: string, name: string): Promise<string | undefined> {
+  try {
+    const d = await http.request<V1Deployment>('GET', `/apis/apps/v1/namespaces/${namespace}/deployments/${name}`, { signal: AbortSignal.timeout(3000) });
+    if (d.metadata?.deletionTimestamp) return 'the operator Deployment is being deleted';
+    if (d.spec?.replicas === 0) return 'the operator Deployment is scaled to zero';
+    return undefined;
+  } catch (err) {
+    return isNotFound(err) ? 'the operator Deployment is gone' : undefined;
   }
 }
 

@@ -13,7 +13,7 @@ import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installCrd, installOperator, LEVELS, OPERATOR_NAMESPACE, SAMPLE_CR_PATH, setSampleCrLevel, operatorRequests, removeHandoverGate, setOperatorMode, uninstallOperator } from '../lib/operator.js';
+import { installCrd, installOperator, LEVELS, OPERATOR_NAMESPACE, SAMPLE_CR_PATH, setSampleCrLevel, operatorRequests, setOperatorMode, uninstallOperator } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
@@ -40,7 +40,7 @@ const overlayFor = (s: Scenario): SampleOverlay =>
 /**
  * The order keeps the settling between scenarios cheap: an overlay switch while the old pods release their
  * leases (csi-handover or the upstream gate) or hold short ones, scale-ups rather than scale-downs, and the
- * stock scenarios last within each timing, after companion has taken the gate out of the template.
+ * stock scenarios last within each timing.
  */
 function scenarios(): Scenario[] {
   const all: Scenario[] = [];
@@ -75,8 +75,6 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     await setSampleCrLevel(http, LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
     if (!(await operatorInstalled())) await installOperator(http);
     await setOperatorMode(http, s.who === 'companion' ? 'companion' : 'standalone');
-    // Companion mode, as on OpenShift where csi-operator owns the template: no handover gate in it.
-    if (s.who === 'companion') await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT);
   }
   if (overlay !== deployedOverlay) {
     if (s.who === 'standalone') await setSampleCrLevel(http, 'Normal'); // the overlays' --v=2

@@ -1,21 +1,21 @@
-// make bench-race: the race companion mode runs on every handover. With no gate, a new pod's sidecars try the
-// lease as soon as they start; if that first try comes before the old leader's lease is released they find it
-// held, and client-go waits a full retry period (26s × up to 2.2 at OpenShift timings) before trying again.
+// make bench-race: the race a new pod runs on every handover. A new pod's sidecars try the lease as soon as they
+// start; if that first try comes before the old leader's lease is released they find it held, and client-go
+// waits a full retry period (26s × up to 2.2 at OpenShift timings) before trying again. The admission gate
+// holds the new pod back while a handover is pending, in both modes, so none should lose it.
 // Per handover, from the new holder's own log (client-go's "Attempting to acquire leader lease", its CRI log
 // time), the Lease watch (release, acquisition) and a Pod watch (when the pod was created): was the acquirer's
 // first attempt before the release, and how long from pod creation to the first attempt and to the acquisition.
-// Run in companion mode and, for comparison, standalone (gate in the template), RACE_ROLLOUTS restarts each.
+// Run in companion mode and, for comparison, standalone, RACE_ROLLOUTS restarts each (both gate new pods at admission).
 // Output: a table on stdout and .local/bench/race.json.
 //   RACE_ROLLOUTS=7  RACE_MODES=companion,standalone  RACE_OVERLAY=openshift
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { HANDOVER_GATE } from '../../src/api/names.js';
 import { Informer } from '../../src/kube/informer.js';
 import { makeLogger } from '../../src/log.js';
-import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installCrd, installOperator, LEVELS, removeHandoverGate, setOperatorMode, setSampleCrLevel } from '../lib/operator.js';
+import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay } from '../lib/cluster.js';
+import { installCrd, installOperator, LEVELS, setOperatorMode, setSampleCrLevel } from '../lib/operator.js';
 import { PodLogFollower } from '../lib/pod-logs.js';
 import { deploymentPath, rolloutRestart, templateVerbosity } from '../lib/rollout.js';
 import { gapStats, type Handover, type RaceHandover, raceOf } from './handovers.js';
@@ -43,14 +43,6 @@ async function prepare(mode: 'companion' | 'standalone', overlay: SampleOverlay)
   await setSampleCrLevel(http, LEVELS[level] ?? 'Normal');
   await installOperator(http);
   await setOperatorMode(http, mode);
-  if (mode === 'companion') {
-    await removeHandoverGate(http, NS, SAMPLE_DEPLOYMENT); // as on OpenShift: csi-operator owns the template
-  } else if (!(await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE)) {
-    // Standalone puts its gate into the template with its next write of --v: ask for the other level.
-    await setSampleCrLevel(http, LEVELS[level === 4 ? 2 : 4] ?? 'Debug');
-    await waitFor('the handover gate in the template', 120_000, async () =>
-      (await driverDeployment()).spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE) === true);
-  }
   await waitSettled(http);
 }
 

@@ -74,16 +74,15 @@ export async function operatorLeader(http: KubeHttp): Promise<V1Pod> {
 }
 
 /**
- * Takes the operator away (its Deployment; CRD and RBAC stay) and removes the handover gate it put into
- * the sample driver's template: for the "without csi-handover" scenarios. A gate nobody lifts would hold
- * every new pod back.
+ * Takes the operator away (its Deployment, its webhook; CRD and RBAC stay): for the "without csi-handover"
+ * scenarios. The operator lifts every gate it placed on its way out; a gate an older version left in a
+ * template is taken out here (nobody would lift it on the pods it makes).
  */
 export async function uninstallOperator(http: KubeHttp, drivers: { namespace: string; deployment: string }[]): Promise<void> {
+  await kubectl('delete', 'mutatingwebhookconfiguration', 'csi-handover', '--ignore-not-found');
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
   await waitFor('operator pods gone', 120_000, async () => (await operatorPods(http)).length === 0);
   for (const { namespace, deployment } of drivers) await removeHandoverGate(http, namespace, deployment);
-  // Any other Deployment of those namespaces the operator managed at some point (a test labels
-  // snapshot-controller) keeps the gate in its template too: with nobody to lift it, its pods would wait forever.
   for (const namespace of new Set(drivers.map((d) => d.namespace))) {
     const list = await http.get<{ items: V1Deployment[] }>(`/apis/apps/v1/namespaces/${namespace}/deployments`);
     for (const d of list.items) {

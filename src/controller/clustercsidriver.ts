@@ -28,8 +28,6 @@ export interface DriverContext {
   getDriver(name: string): unknown;
   workloadsOf(driver: string): Workload[];
   handoverReport(driver: string): HandoverReport | undefined;
-  /** Standalone mode: put the handover scheduling gate into the controller Deployment's pod template. */
-  handoverGate: boolean;
   now: Clock;
 }
 
@@ -68,8 +66,8 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   }
   const { managementState } = validation.spec;
   if (managementState === 'Removed') {
-    // Undo what the operator added — the handover gate — and nothing of the driver's own. A gate nobody
-    // lifts would strand the next pods, so it goes now, even though that rolls the Deployment once.
+    // Undo what an older csi-handover added to templates — the handover gate — and nothing of the driver's own.
+    // A gate nobody lifts would strand the next pods, so it goes now, even though that rolls the Deployment once.
     if (ctx.mode === 'standalone') {
       for (const w of workloads) {
         if (w.kind !== 'Deployment' || !specHasHandoverGate(w.obj.spec?.template.spec)) continue;
@@ -111,15 +109,14 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
 }
 
 /**
- * The new verbosity, and — for a standalone controller Deployment — the handover gate, which rides along
- * with this change (it rolls the pods anyway) and never causes a rollout of its own.
+ * The new verbosity. A handover gate an older csi-handover put into the template (new pods are gated at
+ * admission now, only while a handover is pending) leaves with this write: it rolls the pods anyway.
  */
 function writeVerbosity(w: Workload, target: number, ctx: DriverContext, log: Logger): Promise<Workload> {
-  const gate = ctx.handoverGate && ctx.mode === 'standalone' && w.kind === 'Deployment';
   return writeTemplate(w, ctx, log, (spec) => {
     const plan = rewritePodSpecVerbosity(spec, target);
     if (plan.kind !== 'changed') return spec;
-    return gate ? withHandoverGate(plan.spec, true) : plan.spec;
+    return withHandoverGate(plan.spec, false);
   }, `set klog verbosity --v=${target}`);
 }
 

@@ -5,13 +5,13 @@ import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-no
 import type { Logger } from 'pino';
 import { RELEASED_BY_OPERATOR } from '../api/names.js';
 import type { Clock } from '../clock.js';
-import { hasHandoverGate } from '../handover/gate.js';
+import { hasHandoverGate, liftGatePatch } from '../handover/gate.js';
 import { podIdentity } from '../handover/holder.js';
 import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
 import { type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
-import { observePod, observePodGone } from '../handover/observed-pod.js';
+import { type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
-import { handoverOwner, type LeasePlan, observeLease, type PodAction, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
+import { type AdmissionPlan, handoverOwner, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
 import { releaseRecord } from '../handover/release.js';
 import { handoverMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
@@ -19,6 +19,7 @@ import type { EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
 import { type InformerView, keyOf } from '../kube/informer.js';
 import { WorkQueue } from '../kube/workqueue.js';
+import { gatePatch } from '../webhook/admission.js';
 import type { Metrics } from '../metrics.js';
 
 export interface HandoverDeps {
@@ -89,10 +90,11 @@ export class HandoverController {
     await this.queue.shutDown();
   }
 
-  private snapshot(): HandoverSnapshot {
+  /** `fresh`: pods re-read from the API just now (by uid; `gone` when the read found none), over what was observed. */
+  private snapshot(fresh?: ReadonlyMap<string, ObservedPod>): HandoverSnapshot {
     return new HandoverSnapshot({
       deployments: this.d.deployments,
-      podsIn: (ns) => this.observed.inNamespace(ns),
+      podsIn: fresh ? (ns) => this.observed.inNamespace(ns).map((o) => fresh.get(o.pod.metadata?.uid ?? '') ?? o) : (ns) => this.observed.inNamespace(ns),
       leasesIn: (ns) => this.leaseHolders.inNamespace(ns).flatMap((name) => this.d.leases.get(`${ns}/${name}`) ?? []),
       nodes: this.nodes,
     }, this.d.now());
@@ -100,6 +102,50 @@ export class HandoverController {
 
   private enqueue(key: string): void {
     if (this.active) this.queue.add(key);
+  }
+
+  // ---- admission: whether a new pod waits behind the gate ----
+
+  /**
+   * Decided over the holders as the API has them now: the replacement pod is created milliseconds after the old
+   * leader's deletion, which the informer may not have delivered yet. Each holder of the workload's leases is
+   * read again (usually one pod: the leader holds every lease). A failed read keeps what was observed.
+   */
+  async admit(pod: V1Pod, signal: AbortSignal): Promise<AdmissionPlan> {
+    const cached = this.snapshot();
+    const dep = cached.workloadOf(pod);
+    if (!dep) return planAdmission(cached, pod, gatePatch);
+    const holders = new Map(heldLeases(cached, dep).map(({ holder }) => [holder.pod.metadata?.uid ?? '', holder]));
+    const fresh = new Map<string, ObservedPod>();
+    await Promise.all([...holders].map(async ([uid, o]) => {
+      if (o.gone) return;
+      const m = o.pod.metadata;
+      try {
+        const now = await this.d.http.request<V1Pod>('GET', `/api/v1/namespaces/${m?.namespace}/pods/${m?.name}`, { signal });
+        fresh.set(uid, now.metadata?.uid === uid ? observePod(o, now) : observePodGone(o, o.pod, this.d.now()));
+      } catch (err) {
+        if (isNotFound(err)) fresh.set(uid, observePodGone(o, o.pod, this.d.now()));
+        else this.d.log.debug({ pod: podRef(o.pod), err: String(err) }, 'admission: re-reading a holder failed; deciding on what was observed');
+      }
+    }));
+    return planAdmission(this.snapshot(fresh), pod, gatePatch);
+  }
+
+  /**
+   * Fail open when the operator goes away for good (uninstalled, scaled to zero): every pod still behind our gate
+   * is let go, so none waits for an operator that will not come back. Best effort; each lift is test-and-remove.
+   */
+  async liftAllGates(why: string): Promise<number> {
+    let lifted = 0;
+    for (const pod of this.d.pods.list()) {
+      if (!hasHandoverGate(pod) || pod.metadata?.deletionTimestamp) continue;
+      const patch = liftGatePatch(pod);
+      if (patch && await this.patchPod(pod, patch, PatchType.json, this.d.log, `lifted the handover gate (${why})`).catch(() => false)) {
+        lifted++;
+        this.d.metrics.gatesLifted.inc({ reason: 'operator-leaving' });
+      }
+    }
+    return lifted;
   }
 
   // ---- routing: which keys an observed change concerns ----

@@ -1,6 +1,7 @@
-// New pods start after the release: the pod template carries a scheduling gate, and a gated pod is let go
-// as soon as no lease of its workload is held by a terminating pod that is still alive. Fail open: a gate
-// older than the timeout is lifted anyway.
+// New pods start after the release: while a handover is pending, the admission webhook adds a scheduling gate to
+// a new pod of the workload, and the pod is let go as soon as no lease of its workload is held by a terminating
+// pod that is still alive. Fail open: a gate older than the timeout is lifted anyway. (Older versions put the
+// gate into the pod template; `withHandoverGate` takes it out again.)
 import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
 import { HANDOVER_GATE } from '../api/names.js';
 
@@ -10,6 +11,9 @@ export const hasHandoverGate = (pod: V1Pod): boolean => specHasHandoverGate(pod.
 export type GateDecision =
   | { lift: false; reason: 'handover-pending'; message: string }
   | { lift: true; reason: 'no-handover-pending' | 'handover-complete' | 'timeout'; message: string };
+
+/** What a held-back pod waits for, as its state annotation says it. */
+export const waitingFor = (pendingHolders: readonly string[]): string => `waiting for ${pendingHolders.join(', ')}`;
 
 /**
  * `pendingHolders`: the workload's leases still held by a terminating pod that is not proven dead, as
@@ -26,7 +30,7 @@ export function liftGateWhenNoHandoverPending(pod: V1Pod, pendingHolders: readon
   if (ageMs >= timeoutMs) {
     return { lift: true, reason: 'timeout', message: `gate held ${Math.round(ageMs / 1000)}s, longer than ${Math.round(timeoutMs / 1000)}s, while waiting for ${pendingHolders.join(', ')}: starting anyway; the lease will expire as it always did` };
   }
-  return { lift: false, reason: 'handover-pending', message: `waiting for ${pendingHolders.join(', ')}` };
+  return { lift: false, reason: 'handover-pending', message: waitingFor(pendingHolders) };
 }
 
 /** The pod spec with the gate present or absent; the same object when nothing changes. */

@@ -3,7 +3,7 @@
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { DRIVER_LABEL, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../api/names.js';
 import { deletionCostPatch } from './deletion-cost.js';
-import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending } from './gate.js';
+import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending, waitingFor } from './gate.js';
 import { parseKubeTime } from './kube-time.js';
 import type { HandoverRecord, LeaseObservation } from './measure.js';
 import { isTerminating, type ObservedPod, podRef } from './observed-pod.js';
@@ -58,19 +58,54 @@ export interface WorkloadPlan {
  * Leader last (deletion costs by leases held) and the gate (hold new pods while a handover is pending, let them
  * go after it, or after the timeout in any case), for one managed Deployment.
  */
-export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number): WorkloadPlan {
-  const held = new Map<string, number>(); // pod uid → leases it holds
-  const pending: string[] = [];
+/** The workload's leases and the pod of the workload holding each (leases held by no pod of it left out). */
+export function heldLeases(s: HandoverSnapshot, dep: V1Deployment): { lease: V1Lease; holder: ObservedPod }[] {
+  const held: { lease: V1Lease; holder: ObservedPod }[] = [];
   for (const lease of s.leasesOf(dep)) {
     const holder = holderOf(lease);
     if (!holder) continue;
-    const namespace = lease.metadata?.namespace ?? '';
-    const r = s.resolve({ namespace, identity: holder });
-    if (r.kind !== 'pod' || !selects(dep, r.pod.pod)) continue;
-    const uid = r.pod.pod.metadata?.uid ?? '';
-    held.set(uid, (held.get(uid) ?? 0) + 1);
-    if (isTerminating(r.pod) && !provenDead(r.pod, s.nodes).dead) pending.push(`${namespace}/${lease.metadata?.name ?? ''} ← ${r.pod.pod.metadata?.name ?? ''}`);
+    const r = s.resolve({ namespace: lease.metadata?.namespace ?? '', identity: holder });
+    if (r.kind === 'pod' && selects(dep, r.pod.pod)) held.push({ lease, holder: r.pod });
   }
+  return held;
+}
+
+/** A handover is pending while a lease of the workload is held by a pod being stopped and not proven dead. */
+export function pendingHandovers(s: HandoverSnapshot, held: readonly { lease: V1Lease; holder: ObservedPod }[]): string[] {
+  return held
+    .filter(({ holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead)
+    .map(({ lease, holder }) => `${lease.metadata?.namespace ?? ''}/${lease.metadata?.name ?? ''} ← ${holder.pod.metadata?.name ?? ''}`);
+}
+
+export type AdmissionPlan =
+  | { gate: false; reason: 'not-managed' | 'no-handover-pending' | 'not-gateable'; message: string }
+  | { gate: true; message: string; patch: unknown[] };
+
+/**
+ * A new pod of a managed controller is held back only while a handover is pending for its workload: then its
+ * sidecars would try the lease before the release and wait a retry period. Otherwise — and for every pod of
+ * anything else — it is admitted unchanged. `s` must see the holders as they are now (the controller re-reads
+ * them), not as the informer last saw them: the replacement is created milliseconds after the old pod's deletion.
+ */
+export function planAdmission(s: HandoverSnapshot, pod: V1Pod, gatePatch: (pod: V1Pod, message: string) => unknown[] | undefined): AdmissionPlan {
+  const dep = s.workloadOf(pod);
+  if (!dep) return { gate: false, reason: 'not-managed', message: 'not a pod of a managed controller workload' };
+  const pending = pendingHandovers(s, heldLeases(s, dep));
+  if (pending.length === 0) return { gate: false, reason: 'no-handover-pending', message: `${workloadRef(dep)}: no lease is being handed over` };
+  const message = waitingFor(pending);
+  const patch = gatePatch(pod, message);
+  if (!patch) return { gate: false, reason: 'not-gateable', message: 'bound to a node at creation, or gated already' };
+  return { gate: true, message, patch };
+}
+
+export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number): WorkloadPlan {
+  const held = new Map<string, number>(); // pod uid → leases it holds
+  const leases = heldLeases(s, dep);
+  for (const { holder } of leases) {
+    const uid = holder.pod.metadata?.uid ?? '';
+    held.set(uid, (held.get(uid) ?? 0) + 1);
+  }
+  const pending = pendingHandovers(s, leases);
   const actions: PodAction[] = [];
   let requeue: number | undefined;
   for (const { pod, gone } of s.podsOf(dep)) {

@@ -6,6 +6,7 @@ import { parse, stringify } from 'yaml';
 import { join } from 'node:path';
 import type { V1DaemonSet, V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { HANDOVER_GATE } from '../../src/api/names.js';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
@@ -47,6 +48,13 @@ function workloads() {
   };
 }
 
+/** What csi-handover before the admission webhook wrote into a standalone controller's template. */
+async function putTemplateGate(): Promise<void> {
+  const d = await getDeployment();
+  if (d.spec?.template.spec?.schedulingGates?.some((g) => g.name === HANDOVER_GATE)) return;
+  await http.patch(deploymentPath(NS, 'controller'), { spec: { template: { spec: { schedulingGates: [{ name: HANDOVER_GATE }] } } } }, PatchType.strategic);
+  await waitRolloutComplete(http, NS, 'controller', 120_000);
+}
 const getCR = () => http.get<CR>(crPath);
 const cond = (cr: CR, type: string) => cr.status?.conditions?.find((c) => c.type === type);
 const patchSpec = (spec: Record<string, unknown>) => http.patch(crPath, { spec }, PatchType.merge);
@@ -116,7 +124,8 @@ describe('ClusterCSIDriver log level (standalone)', () => {
     expect(cr.status?.generations?.map((g) => `${g.resource}/${g.name}`).sort()).toEqual(['daemonsets/node-plugin', 'deployments/controller']);
   });
 
-  it('logLevel Debug sets --v=4 in every container that has the flag, once, and the workloads roll', async () => {
+  it('logLevel Debug sets --v=4 in every container that has the flag, once, and the workloads roll; a template gate an older version left goes with that write', async () => {
+    await putTemplateGate();
     const [d0, ds0] = await Promise.all([getDeployment(), getDaemonSet()]);
     await patchSpec({ logLevel: 'Debug' });
     await waitFor('deployment at --v=4', 60_000, async () => argsOf(await getDeployment()).driver?.includes('--v=4'));
@@ -132,6 +141,7 @@ describe('ClusterCSIDriver log level (standalone)', () => {
         proxy: ['--upstream=http://127.0.0.1:8080'],
       });
     }
+    expect(d1.spec?.template.spec?.schedulingGates ?? []).toEqual([]);
   });
 
   it('keeps conditions that other controllers write (server-side apply, own field manager)', async () => {
@@ -207,9 +217,10 @@ describe('management states', () => {
     expect(await workloadVersions()).toEqual(before);
   });
 
-  it('Removed stops managing, takes out only what it added (the handover gate), leaves the driver’s own settings', async () => {
+  it('Removed stops managing, takes out only what csi-handover added (a template gate of an older version), leaves the driver’s own settings', async () => {
+    await putTemplateGate();
     const [d0, ds0] = await Promise.all([getDeployment(), getDaemonSet()]);
-    expect(d0.spec?.template.spec?.schedulingGates?.map((g) => g.name)).toContain('csi-handover.io/lease-handover');
+    expect(d0.spec?.template.spec?.schedulingGates?.map((g) => g.name)).toContain(HANDOVER_GATE);
     await patchSpec({ managementState: 'Removed' });
     await waitCondition('CSIHandoverAvailable', 'False', 'Removed');
     const d1 = await waitFor('gate removed from the template', 30_000, async () => {

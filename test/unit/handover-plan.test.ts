@@ -6,7 +6,8 @@ import { describe, expect, it } from 'vitest';
 import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
-import { handoverOwner, type LeasePlan, observeLease, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
+import { handoverOwner, type LeasePlan, observeLease, planAdmission, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
+import { gatePatch } from '../../src/webhook/admission.js';
 import { snapshotOf } from '../../src/handover/snapshot.js';
 
 const NOW = Date.parse('2026-01-02T03:04:20Z');
@@ -170,6 +171,54 @@ describe('planOrphanGate', () => {
     expect(planOrphanGate(s, observed('ctrl-new', { gated: true }).pod)).toBeUndefined();
     expect(planOrphanGate(s, observed('stray', { gated: true, app: 'unmanaged', deleting: true }).pod)).toBeUndefined();
     expect(planOrphanGate(s, observed('stray', { app: 'unmanaged' }).pod)).toBeUndefined();
+  });
+});
+
+describe('planAdmission (the webhook: gate a new pod only while a handover is pending)', () => {
+  const nodes = [ready('n1'), ready('n2')];
+  const newPod = (app = 'ctrl', ns = NS): V1Pod => ({ metadata: { generateName: 'ctrl-7d9-', namespace: ns, labels: { app } }, spec: { containers: [{ name: 'csi-attacher' }] } });
+  const two = [lease('ctrl-old'), lease('ctrl-old', { name: 'external-provisioner-leader' })];
+  it.each<[string, { pods: ObservedPod[]; leases: V1Lease[]; pod?: V1Pod; deployments?: V1Deployment[] }, string]>([
+    ['the leader is being deleted, still running: gated, waiting for both its leases',
+      { pods: [observed('ctrl-old', { deleting: true })], leases: two },
+      'gate: waiting for csi/external-attacher-leader ← ctrl-old, csi/external-provisioner-leader ← ctrl-old'],
+    ['the leader runs and is not stopping (a surge, a scale-up): admitted unchanged',
+      { pods: [observed('ctrl-old')], leases: two }, 'no-handover-pending'],
+    ['a standby is being deleted, the leader runs: admitted unchanged',
+      { pods: [observed('ctrl-old'), observed('ctrl-sb', { deleting: true })], leases: two }, 'no-handover-pending'],
+    ['the leader is proven dead already (its release is imminent): admitted unchanged',
+      { pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], leases: two }, 'no-handover-pending'],
+    ['the leases are free: admitted unchanged', { pods: [], leases: [lease('')] }, 'no-handover-pending'],
+    ['a pod of no managed workload: admitted unchanged, whatever is pending',
+      { pods: [observed('ctrl-old', { deleting: true })], leases: two, pod: newPod('other') }, 'not-managed'],
+    ['the same labels in another namespace: not this workload',
+      { pods: [observed('ctrl-old', { deleting: true })], leases: two, pod: newPod('ctrl', 'elsewhere') }, 'not-managed'],
+    ['a pod created bound to a node cannot take a gate',
+      { pods: [observed('ctrl-old', { deleting: true })], leases: two, pod: { ...newPod(), spec: { nodeName: 'n1', containers: [] } } }, 'not-gateable'],
+    ['a pod that carries our gate already (an old template): not gated twice',
+      { pods: [observed('ctrl-old', { deleting: true })], leases: two, pod: { ...newPod(), spec: { schedulingGates: [{ name: HANDOVER_GATE }], containers: [] } } }, 'not-gateable'],
+    ['the leader elects in another namespace and is being deleted: gated',
+      { pods: [observed('ctrl-old', { deleting: true })], leases: [lease('ctrl-old', { ns: 'leases' })], deployments: [deployment({ electIn: 'leases' })] },
+      'gate: waiting for leases/external-attacher-leader ← ctrl-old'],
+  ])('%s', (_n, c, want) => {
+    const s = snapshotOf({ deployments: c.deployments ?? [deployment()], pods: c.pods, leases: c.leases, nodes }, NOW);
+    const plan = planAdmission(s, c.pod ?? newPod(), gatePatch);
+    expect(plan.gate ? `gate: ${plan.message}` : plan.reason).toBe(want);
+  });
+
+  it('the patch adds the gate and says what the pod waits for, beside gates and annotations it has', () => {
+    const s = snapshotOf({ deployments: [deployment()], pods: [observed('ctrl-old', { deleting: true })], leases: [lease('ctrl-old')], nodes }, NOW);
+    const bare = planAdmission(s, newPod(), gatePatch);
+    expect(bare.gate && bare.patch).toEqual([
+      { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
+      { op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: 'waiting for csi/external-attacher-leader ← ctrl-old' } },
+    ]);
+    const dressed: V1Pod = { metadata: { ...newPod().metadata, annotations: { a: 'b' } }, spec: { schedulingGates: [{ name: 'other' }], containers: [] } };
+    const plan = planAdmission(s, dressed, gatePatch);
+    expect(plan.gate && plan.patch).toEqual([
+      { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } },
+      { op: 'add', path: '/metadata/annotations/csi-handover.io~1handover-state', value: 'waiting for csi/external-attacher-leader ← ctrl-old' },
+    ]);
   });
 });
 
