@@ -45,10 +45,13 @@ export function makeMetrics() {
   const certRotations = new Counter({
     name: 'csi_handover_webhook_cert_rotations_total', help: 'Webhook certificate steps written (bootstrap, rotate-ca, rotate-serving)', labelNames: ['step'] as const, registers: [registry],
   });
+  const overlapLost = new Counter({
+    name: 'csi_handover_overlap_lost_total', help: 'New pods started before the release whose sidecar then waited a retry period (the workload waits for releases again until relearned)', registers: [registry],
+  });
   const apiRequests = new Counter({
     name: 'csi_handover_api_requests_total', help: 'Requests the operator made to the API server (watch streams as WATCH), by verb, resource and HTTP status (0: no response)',
     labelNames: ['verb', 'resource', 'code'] as const, registers: [registry],
   });
-  return { registry, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
+  return { registry, overlapLost, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;

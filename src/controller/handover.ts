@@ -3,7 +3,7 @@
 // src/handover/plan.ts decides over one snapshot. It also measures every leadership term change and reports it.
 import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { RELEASED_BY_OPERATOR } from '../api/names.js';
+import { HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../api/names.js';
 import type { Clock } from '../clock.js';
 import { hasHandoverGate, liftGatePatch } from '../handover/gate.js';
 import { podIdentity } from '../handover/holder.js';
@@ -11,7 +11,8 @@ import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
 import { type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
 import { type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
-import { type AdmissionPlan, handoverOwner, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
+import { type AdmissionPlan, type EarlyLift, handoverOwner, OVERLAP_STATE_PREFIX, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
+import { earlyLiftAt, LOST_AFTER_MS, OverlapModel } from '../handover/overlap.js';
 import { releaseRecord } from '../handover/release.js';
 import { handoverMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
@@ -19,7 +20,7 @@ import type { EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
 import { type InformerView, keyOf } from '../kube/informer.js';
 import { WorkQueue } from '../kube/workqueue.js';
-import { gatePatch } from '../webhook/admission.js';
+import { gatePatch, statePatch } from '../webhook/admission.js';
 import type { Metrics } from '../metrics.js';
 
 export interface HandoverDeps {
@@ -40,6 +41,9 @@ export interface HandoverDeps {
 }
 
 const TOMBSTONE_TTL_MS = 10 * 60_000;
+const PATCHES = { gate: gatePatch, state: statePatch };
+/** The lift after a release can reach us a little before the Lease event of that release. */
+const RELEASE_ORDER_SLACK_MS = 100;
 const leaseKeyOf = (l: V1Lease): LeaseKey => ({ namespace: l.metadata?.namespace ?? '', name: l.metadata?.name ?? '' });
 
 export class HandoverController {
@@ -48,6 +52,10 @@ export class HandoverController {
   private readonly nodes = new Map<string, V1Node>();
   private readonly tracker = new HandoverTracker();
   private readonly refusalsCounted = new Set<string>();
+  /** When to start new pods before the release (src/handover/overlap.ts), learned from what every replica observes. */
+  private readonly overlap = new OverlapModel();
+  /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
+  private readonly letGo = new Map<string, { at: number; early: boolean }>();
   readonly queue: WorkQueue;
   private active = false;
 
@@ -104,6 +112,17 @@ export class HandoverController {
     if (this.active) this.queue.add(key);
   }
 
+  /** The earliest moment a new pod of `dep` may start while `holder` is being stopped (undefined: wait for the release). */
+  private earlyLift(s: HandoverSnapshot): EarlyLift {
+    return (holder) => {
+      const dep = s.workloadOf(holder.pod);
+      const p = dep && this.overlap.predict(workloadRef(dep), holder.pod.spec?.nodeName);
+      if (!p) return undefined;
+      // Not seen stopping yet (the admission of its replacement can come first): it is being stopped now.
+      return earlyLiftAt(p, this.tracker.stopSeenAt(holder.pod.metadata?.uid ?? '') ?? s.now);
+    };
+  }
+
   // ---- admission: whether a new pod waits behind the gate ----
 
   /**
@@ -114,7 +133,7 @@ export class HandoverController {
   async admit(pod: V1Pod, signal: AbortSignal): Promise<AdmissionPlan> {
     const cached = this.snapshot();
     const dep = cached.workloadOf(pod);
-    if (!dep) return planAdmission(cached, pod, gatePatch);
+    if (!dep) return planAdmission(cached, pod, PATCHES);
     const holders = new Map(heldLeases(cached, dep).map(({ holder }) => [holder.pod.metadata?.uid ?? '', holder]));
     const fresh = new Map<string, ObservedPod>();
     await Promise.all([...holders].map(async ([uid, o]) => {
@@ -128,7 +147,8 @@ export class HandoverController {
         else this.d.log.debug({ pod: podRef(o.pod), err: String(err) }, 'admission: re-reading a holder failed; deciding on what was observed');
       }
     }));
-    return planAdmission(this.snapshot(fresh), pod, gatePatch);
+    const s = this.snapshot(fresh);
+    return planAdmission(s, pod, PATCHES, this.earlyLift(s));
   }
 
   /**
@@ -152,7 +172,11 @@ export class HandoverController {
 
   private podSeen(pod: V1Pod): void {
     const uid = pod.metadata?.uid ?? keyOf(pod);
-    const o = observePod(this.observed.get(uid), pod);
+    const previous = this.observed.get(uid);
+    // Let go: our gate gone since the last sight, or a first sight of a pod admitted ungated mid-handover.
+    const early = pod.metadata?.annotations?.[HANDOVER_STATE]?.startsWith(OVERLAP_STATE_PREFIX) === true;
+    if (!hasHandoverGate(pod) && !this.letGo.has(uid) && (previous ? hasHandoverGate(previous.pod) : early)) this.letGo.set(uid, { at: this.d.now(), early });
+    const o = observePod(previous, pod);
     this.observed.set(uid, o);
     if (pod.metadata?.deletionTimestamp) {
       const deletion = Date.parse(String(pod.metadata.deletionTimestamp));
@@ -169,6 +193,7 @@ export class HandoverController {
     const cutoff = this.d.now() - TOMBSTONE_TTL_MS;
     this.observed.dropGoneBefore(cutoff);
     this.tracker.prune(cutoff);
+    for (const [id, l] of this.letGo) if (l.at < cutoff) this.letGo.delete(id);
   }
 
   /** The leases the pod may hold (`<identity>` or `<identity>_<suffix>`, where its workload elects) and its workload. */
@@ -221,7 +246,7 @@ export class HandoverController {
     if (kind === 'workload') {
       const dep = s.deployment(ns, name);
       if (!dep) return;
-      const plan = planWorkload(s, dep, s.now, this.d.gateTimeoutMs);
+      const plan = planWorkload(s, dep, s.now, this.d.gateTimeoutMs, this.earlyLift(s));
       const log = this.d.log.child({ workload: key.slice('workload/'.length) });
       for (const action of plan.actions) await this.carryOut(action, log);
       return plan.requeueAfterMs === undefined ? undefined : { requeueAfterMs: plan.requeueAfterMs };
@@ -300,7 +325,28 @@ export class HandoverController {
 
   // ---- reporting ----
 
+  /** What a handover teaches about early starts: how long the old leader took to be released, the new pod to try. */
+  private learn(h: HandoverRecord, s: HandoverSnapshot): void {
+    if (h.releasedBy !== 'operator' || h.releasedAt === undefined) return;
+    const old = h.oldPod === undefined ? undefined : this.observed.get(h.oldPod);
+    const dep = old && s.workloadOf(old.pod);
+    if (!dep) return;
+    const workload = workloadRef(dep);
+    if (h.stopAt !== undefined && h.oldPod !== undefined) this.overlap.death(workload, old.pod.spec?.nodeName ?? '', h.oldPod, h.releasedAt - h.stopAt);
+    const letGo = h.newPod === undefined ? undefined : this.letGo.get(h.newPod);
+    if (!letGo || h.newPod === undefined) return;
+    if (!letGo.early) {
+      // Let go after the release: its first attempt found the lease free, so this is how long a start takes.
+      if (letGo.at >= h.releasedAt - RELEASE_ORDER_SLACK_MS) this.overlap.start(workload, h.newPod, h.acquiredAt - letGo.at);
+    } else if (h.acquiredAt - letGo.at > LOST_AFTER_MS) {
+      this.overlap.lost(workload);
+      this.d.metrics.overlapLost.inc();
+      this.d.log.warn({ workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - letGo.at }, 'a pod started before the release lost the race for its lease: new pods of this workload wait for the release again until relearned');
+    }
+  }
+
   private async reportHandover(h: HandoverRecord, s: HandoverSnapshot): Promise<void> {
+    this.learn(h, s);
     const { driver, renewing } = handoverOwner(s, h);
     if (!driver) return; // not a lease of a managed workload
     if (this.d.reports.add(driver, h)) this.d.onReportChanged(driver);

@@ -17,6 +17,9 @@ export interface HandoverRecord {
   lease: string;
   oldHolder: string;
   newHolder: string;
+  /** uids of the pods of the old and the new term, where known */
+  oldPod?: string;
+  newPod?: string;
   /** first observation of the old holder's pod deletion (ms); undefined when it was never deleted */
   stopAt?: number;
   /** deletionTimestamp − grace period of that deletion, per the API (second resolution) */
@@ -59,6 +62,11 @@ export class HandoverTracker {
     if (!this.stops.has(uid)) this.stops.set(uid, { at, requestedAt });
   }
 
+  /** When the pod's deletion was first seen, if it was. */
+  stopSeenAt(uid: string): number | undefined {
+    return this.stops.get(uid)?.at;
+  }
+
   /** A version of the lease was observed. Returns the completed handover when a new leadership term began. */
   observe(lease: LeaseKey, o: LeaseObservation, at: number): HandoverRecord | undefined {
     const key = leaseKeyString(lease);
@@ -87,6 +95,8 @@ export class HandoverTracker {
       lease: lease.name,
       oldHolder: t.holder,
       newHolder: o.holder,
+      oldPod: t.pod,
+      newPod: o.holderPod,
       stopAt: stop?.at,
       deletionRequestedAt: stop?.requestedAt,
       releasedAt: t.releasedAt,

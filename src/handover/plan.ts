@@ -71,41 +71,74 @@ export function heldLeases(s: HandoverSnapshot, dep: V1Deployment): { lease: V1L
 }
 
 /** A handover is pending while a lease of the workload is held by a pod being stopped and not proven dead. */
-export function pendingHandovers(s: HandoverSnapshot, held: readonly { lease: V1Lease; holder: ObservedPod }[]): string[] {
-  return held
-    .filter(({ holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead)
-    .map(({ lease, holder }) => `${lease.metadata?.namespace ?? ''}/${lease.metadata?.name ?? ''} ← ${holder.pod.metadata?.name ?? ''}`);
+export function pendingHandovers(s: HandoverSnapshot, held: readonly { lease: V1Lease; holder: ObservedPod }[]): { lease: V1Lease; holder: ObservedPod }[] {
+  return held.filter(({ holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead);
 }
+const describePending = (pending: readonly { lease: V1Lease; holder: ObservedPod }[]): string[] =>
+  pending.map(({ lease, holder }) => `${lease.metadata?.namespace ?? ''}/${lease.metadata?.name ?? ''} ← ${holder.pod.metadata?.name ?? ''}`);
+
+/**
+ * When the new pods may start before the release (src/handover/overlap.ts): the earliest moment for each pending
+ * holder, undefined when the operator has not learned enough to say.
+ */
+export type EarlyLift = (holder: ObservedPod) => number | undefined;
+
+/** The moment every pending holder allows an early start, or undefined if one of them does not. */
+function earlyLiftFor(pending: readonly { holder: ObservedPod }[], early: EarlyLift | undefined): number | undefined {
+  if (!early || pending.length === 0) return undefined;
+  let at = -Infinity;
+  for (const { holder } of pending) {
+    const t = early(holder);
+    if (t === undefined) return undefined;
+    at = Math.max(at, t);
+  }
+  return at;
+}
+
+/** The state annotation of a pod let go before the release, because its old leader is predicted dead in time. */
+export const OVERLAP_STATE_PREFIX = 'started: overlap';
+const overlapMessage = (pending: string[]): string => `overlap: ${pending.join(', ')} predicted released before this pod's sidecars can try`;
 
 export type AdmissionPlan =
   | { gate: false; reason: 'not-managed' | 'no-handover-pending' | 'not-gateable'; message: string }
+  /** Admitted ungated while a handover is pending: the old leader is predicted dead before this pod can try. */
+  | { gate: false; reason: 'overlap'; message: string; patch: unknown[] }
   | { gate: true; message: string; patch: unknown[] };
 
 /**
  * A new pod of a managed controller is held back only while a handover is pending for its workload: then its
- * sidecars would try the lease before the release and wait a retry period. Otherwise — and for every pod of
- * anything else — it is admitted unchanged. `s` must see the holders as they are now (the controller re-reads
- * them), not as the informer last saw them: the replacement is created milliseconds after the old pod's deletion.
+ * sidecars would try the lease before the release and wait a retry period — unless the old leader is predicted
+ * to be released before they can try. Otherwise — and for every pod of anything else — it is admitted
+ * unchanged. `s` must see the holders as they are now (the controller re-reads them), not as the informer last
+ * saw them: the replacement is created milliseconds after the old pod's deletion.
  */
-export function planAdmission(s: HandoverSnapshot, pod: V1Pod, gatePatch: (pod: V1Pod, message: string) => unknown[] | undefined): AdmissionPlan {
+export function planAdmission(s: HandoverSnapshot, pod: V1Pod, patches: { gate: (pod: V1Pod, message: string) => unknown[] | undefined; state: (pod: V1Pod, state: string) => unknown[] }, early?: EarlyLift): AdmissionPlan {
   const dep = s.workloadOf(pod);
   if (!dep) return { gate: false, reason: 'not-managed', message: 'not a pod of a managed controller workload' };
   const pending = pendingHandovers(s, heldLeases(s, dep));
   if (pending.length === 0) return { gate: false, reason: 'no-handover-pending', message: `${workloadRef(dep)}: no lease is being handed over` };
-  const message = waitingFor(pending);
-  const patch = gatePatch(pod, message);
+  const described = describePending(pending);
+  const earlyAt = earlyLiftFor(pending, early);
+  if (earlyAt !== undefined && earlyAt <= s.now) {
+    const message = overlapMessage(described);
+    return { gate: false, reason: 'overlap', message, patch: patches.state(pod, `started: ${message}`) };
+  }
+  const message = waitingFor(described);
+  const patch = patches.gate(pod, message);
   if (!patch) return { gate: false, reason: 'not-gateable', message: 'bound to a node at creation, or gated already' };
   return { gate: true, message, patch };
 }
 
-export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number): WorkloadPlan {
+export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number, early?: EarlyLift): WorkloadPlan {
   const held = new Map<string, number>(); // pod uid → leases it holds
   const leases = heldLeases(s, dep);
   for (const { holder } of leases) {
     const uid = holder.pod.metadata?.uid ?? '';
     held.set(uid, (held.get(uid) ?? 0) + 1);
   }
-  const pending = pendingHandovers(s, leases);
+  const pendingHolders = pendingHandovers(s, leases);
+  const pending = describePending(pendingHolders);
+  const earlyAt = earlyLiftFor(pendingHolders, early);
   const actions: PodAction[] = [];
   let requeue: number | undefined;
   for (const { pod, gone } of s.podsOf(dep)) {
@@ -116,12 +149,14 @@ export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number
     if (!hasHandoverGate(pod)) continue;
     // The pod's handover state lives in an annotation, so a restarted operator resumes where it was.
     const state = pod.metadata?.annotations?.[HANDOVER_STATE];
-    const decision = liftGateWhenNoHandoverPending(pod, pending, state !== undefined, now, gateTimeoutMs);
+    let decision: GateDecision = liftGateWhenNoHandoverPending(pod, pending, state !== undefined, now, gateTimeoutMs);
+    if (!decision.lift && earlyAt !== undefined && earlyAt <= now) decision = { lift: true, reason: 'overlap', message: overlapMessage(pending) };
     if (!decision.lift) {
       if (state !== decision.message) actions.push({ kind: 'hold', pod, message: decision.message, patch: { metadata: { annotations: { [HANDOVER_STATE]: decision.message } } } });
       const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
       const left = Number.isNaN(created) ? gateTimeoutMs : created + gateTimeoutMs - now;
-      requeue = Math.min(requeue ?? Infinity, Math.max(100, left));
+      // Look again at the timeout, or at the moment an early start becomes safe if that comes first.
+      requeue = Math.min(requeue ?? Infinity, Math.max(100, left), earlyAt === undefined ? Infinity : Math.max(10, earlyAt - now));
       continue;
     }
     const lift = liftGatePatch(pod);

@@ -51,6 +51,13 @@ export function allowed(uid: string, patch?: unknown[]): unknown {
 
 const escapePointer = (s: string): string => s.replaceAll('~', '~0').replaceAll('/', '~1');
 
+/** Sets the state annotation only (a pod admitted ungated while a handover is pending says why). */
+export function statePatch(pod: V1Pod, state: string): unknown[] {
+  return pod.metadata?.annotations
+    ? [{ op: 'add', path: `/metadata/annotations/${escapePointer(HANDOVER_STATE)}`, value: state }]
+    : [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: state } }];
+}
+
 /**
  * Adds the gate and the state annotation. `undefined` for a pod the gate cannot apply to: one created bound to
  * a node (the API server forbids scheduling gates there) or already gated by us.
@@ -59,10 +66,8 @@ export function gatePatch(pod: V1Pod, message: string): unknown[] | undefined {
   if (pod.spec?.nodeName) return undefined;
   const gates = pod.spec?.schedulingGates;
   if (gates?.some((g) => g.name === HANDOVER_GATE)) return undefined;
-  const ops: unknown[] = [
+  const ops = [
     gates ? { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } } : { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
   ];
-  if (!pod.metadata?.annotations) ops.push({ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: message } });
-  else ops.push({ op: 'add', path: `/metadata/annotations/${escapePointer(HANDOVER_STATE)}`, value: message });
-  return ops;
+  return [...ops, ...statePatch(pod, message)];
 }

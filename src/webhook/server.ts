@@ -97,7 +97,7 @@ export class WebhookServer {
     try {
       const plan = await this.d.decide(pod, AbortSignal.timeout(DECISION_BUDGET_MS));
       this.d.metrics.admissions.inc({ decision: plan.gate ? 'gated' : plan.reason });
-      if (!plan.gate) return allowed(uid);
+      if (!plan.gate) return allowed(uid, plan.reason === 'overlap' ? plan.patch : undefined);
       this.d.log.info({ pod: who, dryRun: review.request.dryRun === true, waitingFor: plan.message }, 'admitting a new pod behind the handover gate');
       return allowed(uid, plan.patch);
     } catch (err) {

@@ -13,7 +13,7 @@ describe('HandoverTracker', () => {
     expect(t.observe(L, { holder: '', releasedByOperator: true }, 1200)).toBeUndefined();
     const h = t.observe(L, { holder: 'new', holderPod: 'uid-new', acquireTime: '2026-01-01T00:00:01.600000Z' }, 1600);
     expect(h).toEqual({
-      namespace: 'ns', lease: 'l', oldHolder: 'old', newHolder: 'new', stopAt: 1000, deletionRequestedAt: 900,
+      namespace: 'ns', lease: 'l', oldHolder: 'old', newHolder: 'new', oldPod: 'uid-old', newPod: 'uid-new', stopAt: 1000, deletionRequestedAt: 900,
       releasedAt: 1200, releasedBy: 'operator', acquiredAt: 1600, acquireTime: '2026-01-01T00:00:01.600000Z', gapMs: 600,
     });
   });

@@ -7,7 +7,9 @@ import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/a
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
 import { handoverOwner, type LeasePlan, observeLease, planAdmission, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
-import { gatePatch } from '../../src/webhook/admission.js';
+import { gatePatch, statePatch } from '../../src/webhook/admission.js';
+
+const PATCHES = { gate: gatePatch, state: statePatch };
 import { snapshotOf } from '../../src/handover/snapshot.js';
 
 const NOW = Date.parse('2026-01-02T03:04:20Z');
@@ -202,23 +204,60 @@ describe('planAdmission (the webhook: gate a new pod only while a handover is pe
       'gate: waiting for leases/external-attacher-leader ← ctrl-old'],
   ])('%s', (_n, c, want) => {
     const s = snapshotOf({ deployments: c.deployments ?? [deployment()], pods: c.pods, leases: c.leases, nodes }, NOW);
-    const plan = planAdmission(s, c.pod ?? newPod(), gatePatch);
+    const plan = planAdmission(s, c.pod ?? newPod(), PATCHES);
     expect(plan.gate ? `gate: ${plan.message}` : plan.reason).toBe(want);
   });
 
   it('the patch adds the gate and says what the pod waits for, beside gates and annotations it has', () => {
     const s = snapshotOf({ deployments: [deployment()], pods: [observed('ctrl-old', { deleting: true })], leases: [lease('ctrl-old')], nodes }, NOW);
-    const bare = planAdmission(s, newPod(), gatePatch);
+    const bare = planAdmission(s, newPod(), PATCHES);
     expect(bare.gate && bare.patch).toEqual([
       { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
       { op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: 'waiting for csi/external-attacher-leader ← ctrl-old' } },
     ]);
     const dressed: V1Pod = { metadata: { ...newPod().metadata, annotations: { a: 'b' } }, spec: { schedulingGates: [{ name: 'other' }], containers: [] } };
-    const plan = planAdmission(s, dressed, gatePatch);
+    const plan = planAdmission(s, dressed, PATCHES);
     expect(plan.gate && plan.patch).toEqual([
       { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } },
       { op: 'add', path: '/metadata/annotations/csi-handover.io~1handover-state', value: 'waiting for csi/external-attacher-leader ← ctrl-old' },
     ]);
+  });
+});
+
+describe('starting new pods before the release (overlap)', () => {
+  const nodes = [ready('n1'), ready('n2')];
+  const newPod = (): V1Pod => ({ metadata: { generateName: 'ctrl-7d9-', namespace: NS, labels: { app: 'ctrl' } }, spec: { containers: [] } });
+  const s = () => snapshotOf({ deployments: [deployment()], pods: [observed('ctrl-old', { deleting: true }), observed('ctrl-new', { gated: true, waited: 'waiting for x', ageMs: 200 })], leases: [lease('ctrl-old')], nodes }, NOW);
+  it.each<[string, number | undefined, string]>([
+    ['nothing learned: gated, as before', undefined, 'gate'],
+    ['the old leader is predicted released in time: admitted ungated, saying why', NOW - 1, 'overlap'],
+    ['predicted in time only later: gated (the gate comes off at that moment)', NOW + 400, 'gate'],
+  ])('admission — %s', (_n, at, want) => {
+    const plan = planAdmission(s(), newPod(), PATCHES, () => at);
+    expect(plan.gate ? 'gate' : plan.reason).toBe(want);
+    if (!plan.gate && plan.reason === 'overlap') {
+      expect(plan.patch).toEqual([{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: expect.stringMatching(/^started: overlap: csi\/external-attacher-leader ← ctrl-old predicted released/) } }]);
+    }
+  });
+
+  it('a gated pod is let go at the predicted moment, and looked at again exactly then', () => {
+    const later = planWorkload(s(), deployment(), NOW, GATE_TIMEOUT, () => NOW + 400);
+    expect(later.actions.filter((a) => a.kind === 'lift')).toEqual([]);
+    expect(later.requeueAfterMs).toBe(400);
+    const now = planWorkload(s(), deployment(), NOW, GATE_TIMEOUT, () => NOW);
+    const lift = now.actions.find((a) => a.kind === 'lift');
+    expect(lift).toMatchObject({ reason: 'overlap' });
+    expect(JSON.stringify(lift?.kind === 'lift' && lift.patch)).toContain('started: overlap: ');
+  });
+
+  it('a holder without a prediction keeps every new pod waiting for the release', () => {
+    const two = snapshotOf({
+      deployments: [deployment()],
+      pods: [observed('ctrl-a', { deleting: true }), observed('ctrl-b', { deleting: true, node: 'n2' }), observed('ctrl-new', { gated: true, waited: 'w', ageMs: 200 })],
+      leases: [lease('ctrl-a'), lease('ctrl-b', { name: 'external-provisioner-leader' })], nodes,
+    }, NOW);
+    const plan = planWorkload(two, deployment(), NOW, GATE_TIMEOUT, (h) => (h.pod.spec?.nodeName === 'n1' ? NOW - 1 : undefined));
+    expect(plan.actions.filter((a) => a.kind === 'lift')).toEqual([]);
   });
 });
 

@@ -1,0 +1,85 @@
+// When a new pod may start before the old leader's release. Lifting the gate never makes anything act (leader
+// election still serialises), so the only risk of starting early is speed: a sidecar that tries the lease before
+// the release finds it held and waits a whole retry period. What the operator observes per workload decides it:
+// - death: from the first sight of an old leader's deletion to our release of its leases (per node: the kubelet
+//   and the runtime report deaths there);
+// - start: from letting a gated pod go after the release to the first acquisition by one of its sidecars (the
+//   earliest sidecar is the one at risk).
+// The new pod goes early only when the slowest recent death plus a margin is still reported before the fastest
+// recent start could try; with too few observations, or after an early start that lost, it waits for the release.
+
+/** Observations kept per key: a few rollouts' worth, so the model follows the nodes as they are now. */
+const WINDOW = 10;
+/** Observations needed (pods, not leases) before anything starts early. */
+export const MIN_SAMPLES = 3;
+/** Between the predicted release and the earliest predicted attempt. */
+export const MARGIN_MS = 300;
+/**
+ * An early start that acquired its lease this long after being let go lost the race: a first attempt that finds
+ * the lease free takes one pod start (seconds); one that finds it held adds a retry period (5s upstream, 26s on
+ * OpenShift) and more.
+ */
+export const LOST_AFTER_MS = 8_000;
+
+export interface OverlapPrediction {
+  /** slowest recent death → release, ms */
+  deathMs: number;
+  /** fastest recent let-go → first acquisition, ms */
+  startMs: number;
+}
+
+class Samples {
+  private readonly byKey = new Map<string, { id: string; ms: number }[]>();
+
+  /** One value per id (a pod): a later one for the same id keeps the smaller (`min`) or larger (`max`). */
+  add(key: string, id: string, ms: number, keep: 'min' | 'max'): void {
+    const list = this.byKey.get(key) ?? [];
+    const same = list.find((s) => s.id === id);
+    if (same) same.ms = keep === 'min' ? Math.min(same.ms, ms) : Math.max(same.ms, ms);
+    else list.push({ id, ms });
+    while (list.length > WINDOW) list.shift();
+    this.byKey.set(key, list);
+  }
+
+  values(key: string): number[] {
+    return (this.byKey.get(key) ?? []).map((s) => s.ms);
+  }
+
+  clear(key: string): void {
+    this.byKey.delete(key);
+  }
+}
+
+export class OverlapModel {
+  private readonly deaths = new Samples();
+  private readonly starts = new Samples();
+
+  /** An old leader (pod `id`) of `workload` on `node` was released `ms` after its deletion was first seen. */
+  death(workload: string, node: string, id: string, ms: number): void {
+    this.deaths.add(`${workload}\n${node}`, id, ms, 'max');
+    this.deaths.add(`${workload}\n*`, id, ms, 'max');
+  }
+
+  /** A pod (`id`) let go after the release acquired a lease `ms` later; its earliest sidecar is what counts. */
+  start(workload: string, id: string, ms: number): void {
+    this.starts.add(workload, id, ms, 'min');
+  }
+
+  /** A pod let go early lost the race: the workload waits for releases again until it has learned anew. */
+  lost(workload: string): void {
+    this.starts.clear(workload);
+  }
+
+  predict(workload: string, node: string | undefined): OverlapPrediction | undefined {
+    const onNode = node ? this.deaths.values(`${workload}\n${node}`) : [];
+    const deaths = onNode.length >= MIN_SAMPLES ? onNode : this.deaths.values(`${workload}\n*`);
+    const starts = this.starts.values(workload);
+    if (deaths.length < MIN_SAMPLES || starts.length < MIN_SAMPLES) return undefined;
+    return { deathMs: Math.max(...deaths), startMs: Math.min(...starts) };
+  }
+}
+
+/** The earliest moment a new pod may be let go for a holder whose deletion was first seen at `stopSeenAt`. */
+export function earlyLiftAt(p: OverlapPrediction, stopSeenAt: number): number {
+  return stopSeenAt + p.deathMs + MARGIN_MS - p.startMs;
+}

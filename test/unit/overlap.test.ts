@@ -1,0 +1,56 @@
+// The model behind early starts: the slowest recent death against the fastest recent start, per workload (and
+// per node for deaths), nothing before enough of both, and back to waiting after a start that lost.
+import { describe, expect, it } from 'vitest';
+import { earlyLiftAt, MARGIN_MS, MIN_SAMPLES, OverlapModel } from '../../src/handover/overlap.js';
+
+describe('OverlapModel', () => {
+  const W = 'ns/ctrl';
+  const learned = (deaths: number[], starts: number[], node = 'n1'): OverlapModel => {
+    const m = new OverlapModel();
+    deaths.forEach((ms, i) => m.death(W, node, `old-${i}`, ms));
+    starts.forEach((ms, i) => m.start(W, `new-${i}`, ms));
+    return m;
+  };
+
+  it('predicts nothing before it has seen enough pods die and start', () => {
+    expect(learned([900, 1000], [1500, 1600, 1700]).predict(W, 'n1')).toBeUndefined();
+    expect(learned([900, 1000, 1100], [1500, 1600]).predict(W, 'n1')).toBeUndefined();
+    expect(learned([900, 1000, 1100], [1500, 1600, 1700]).predict(W, 'n1')).toEqual({ deathMs: 1100, startMs: 1500 });
+    expect(MIN_SAMPLES).toBe(3);
+  });
+
+  it('counts pods, not leases: five leases of one pod are one death (its slowest) and one start (its earliest sidecar)', () => {
+    const m = new OverlapModel();
+    for (const ms of [800, 950, 1200, 900, 1000]) m.death(W, 'n1', 'old-0', ms);
+    for (const ms of [2100, 1300, 3400]) m.start(W, 'new-0', ms);
+    m.death(W, 'n1', 'old-1', 700); m.death(W, 'n1', 'old-2', 750);
+    m.start(W, 'new-1', 1900); m.start(W, 'new-2', 2000);
+    expect(m.predict(W, 'n1')).toEqual({ deathMs: 1200, startMs: 1300 });
+  });
+
+  it('deaths per node where it knows enough of that node, else the workload’s', () => {
+    const m = learned([500, 600, 700], [2000, 2100, 2200], 'fast');
+    m.death(W, 'slow', 'slow-0', 3000);
+    expect(m.predict(W, 'fast')?.deathMs).toBe(700);
+    expect(m.predict(W, 'slow')?.deathMs).toBe(3000); // one sample of its own: the workload's, which includes it
+    expect(m.predict(W, undefined)?.deathMs).toBe(3000);
+  });
+
+  it('follows the nodes as they are now: only the last ten pods count', () => {
+    const m = learned([5000, ...Array(10).fill(600)], [2000, 2100, 2200]);
+    expect(m.predict(W, 'n1')?.deathMs).toBe(600);
+  });
+
+  it('a start that lost the race forgets the starts: wait for releases until relearned', () => {
+    const m = learned([600, 700, 800], [2000, 2100, 2200]);
+    m.lost(W);
+    expect(m.predict(W, 'n1')).toBeUndefined();
+    expect(learned([600, 700, 800], [2000, 2100, 2200]).predict('other/ctrl', 'n1')).toBeUndefined();
+  });
+
+  it('lets go when the slowest death plus the margin is reported before the fastest start could try', () => {
+    expect(earlyLiftAt({ deathMs: 1000, startMs: 1500 }, 10_000)).toBe(10_000 + 1000 + MARGIN_MS - 1500);
+    // Slower deaths than starts: later than the deletion, by the difference and the margin.
+    expect(earlyLiftAt({ deathMs: 2000, startMs: 1000 }, 10_000)).toBe(10_000 + 1000 + MARGIN_MS);
+  });
+});
