@@ -12,7 +12,7 @@ import { type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover
 import { type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
 import { type AdmissionPlan, type EarlyLift, handoverOwner, OVERLAP_STATE_PREFIX, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
-import { earlyLiftAt, LOST_AFTER_MS, OverlapModel } from '../handover/overlap.js';
+import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../handover/overlap.js';
 import { releaseRecord } from '../handover/release.js';
 import { handoverMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
@@ -42,8 +42,6 @@ export interface HandoverDeps {
 
 const TOMBSTONE_TTL_MS = 10 * 60_000;
 const PATCHES = { gate: gatePatch, state: statePatch };
-/** The lift after a release can reach us a little before the Lease event of that release. */
-const RELEASE_ORDER_SLACK_MS = 100;
 const leaseKeyOf = (l: V1Lease): LeaseKey => ({ namespace: l.metadata?.namespace ?? '', name: l.metadata?.name ?? '' });
 
 export class HandoverController {
@@ -55,7 +53,7 @@ export class HandoverController {
   /** When to start new pods before the release (src/handover/overlap.ts), learned from what every replica observes. */
   private readonly overlap = new OverlapModel();
   /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
-  private readonly letGo = new Map<string, { at: number; early: boolean }>();
+  private readonly letGo = new Map<string, LetGo>();
   readonly queue: WorkQueue;
   private active = false;
 
@@ -327,21 +325,17 @@ export class HandoverController {
 
   /** What a handover teaches about early starts: how long the old leader took to be released, the new pod to try. */
   private learn(h: HandoverRecord, s: HandoverSnapshot): void {
-    if (h.releasedBy !== 'operator' || h.releasedAt === undefined) return;
     const old = h.oldPod === undefined ? undefined : this.observed.get(h.oldPod);
     const dep = old && s.workloadOf(old.pod);
-    if (!dep) return;
+    if (!dep || h.oldPod === undefined) return;
     const workload = workloadRef(dep);
-    if (h.stopAt !== undefined && h.oldPod !== undefined) this.overlap.death(workload, old.pod.spec?.nodeName ?? '', h.oldPod, h.releasedAt - h.stopAt);
-    const letGo = h.newPod === undefined ? undefined : this.letGo.get(h.newPod);
-    if (!letGo || h.newPod === undefined) return;
-    if (!letGo.early) {
-      // Let go after the release: its first attempt found the lease free, so this is how long a start takes.
-      if (letGo.at >= h.releasedAt - RELEASE_ORDER_SLACK_MS) this.overlap.start(workload, h.newPod, h.acquiredAt - letGo.at);
-    } else if (h.acquiredAt - letGo.at > LOST_AFTER_MS) {
+    const lesson = lessonOf(h, h.newPod === undefined ? undefined : this.letGo.get(h.newPod));
+    if (lesson.death !== undefined) this.overlap.death(workload, old.pod.spec?.nodeName ?? '', h.oldPod, lesson.death);
+    if (lesson.start !== undefined && h.newPod !== undefined) this.overlap.start(workload, h.newPod, lesson.start);
+    if (lesson.lost) {
       this.overlap.lost(workload);
       this.d.metrics.overlapLost.inc();
-      this.d.log.warn({ workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - letGo.at }, 'a pod started before the release lost the race for its lease: new pods of this workload wait for the release again until relearned');
+      this.d.log.warn({ workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - (this.letGo.get(h.newPod ?? '')?.at ?? NaN) }, 'a pod started before the release lost the race for its lease: new pods of this workload wait for the release again until relearned');
     }
   }
 

@@ -83,3 +83,25 @@ export class OverlapModel {
 export function earlyLiftAt(p: OverlapPrediction, stopSeenAt: number): number {
   return stopSeenAt + p.deathMs + MARGIN_MS - p.startMs;
 }
+
+/** A pod being let go: its gate lifted, or admitted ungated while a handover was pending; `early`: before the release. */
+export interface LetGo {
+  at: number;
+  early: boolean;
+}
+
+/** The lift after a release can reach us a little before the Lease event of that release. */
+const RELEASE_ORDER_SLACK_MS = 100;
+
+/**
+ * What one handover teaches: how long the old leader took from its deletion to our release (`death`); for a
+ * pod let go after the release, how long it took to its first acquisition (`start`: it found the lease free);
+ * for a pod let go early, whether it lost the race (`lost`). Only our own releases teach anything.
+ */
+export function lessonOf(h: { releasedBy: string; releasedAt?: number; stopAt?: number; acquiredAt: number }, letGo: LetGo | undefined): { death?: number; start?: number; lost?: boolean } {
+  if (h.releasedBy !== 'operator' || h.releasedAt === undefined) return {};
+  const death = h.stopAt === undefined ? undefined : h.releasedAt - h.stopAt;
+  if (!letGo) return { death };
+  if (!letGo.early) return letGo.at >= h.releasedAt - RELEASE_ORDER_SLACK_MS ? { death, start: h.acquiredAt - letGo.at } : { death };
+  return { death, lost: h.acquiredAt - letGo.at > LOST_AFTER_MS };
+}

@@ -1,7 +1,7 @@
 // The model behind early starts: the slowest recent death against the fastest recent start, per workload (and
 // per node for deaths), nothing before enough of both, and back to waiting after a start that lost.
 import { describe, expect, it } from 'vitest';
-import { earlyLiftAt, MARGIN_MS, MIN_SAMPLES, OverlapModel } from '../../src/handover/overlap.js';
+import { earlyLiftAt, lessonOf, LOST_AFTER_MS, MARGIN_MS, MIN_SAMPLES, OverlapModel } from '../../src/handover/overlap.js';
 
 describe('OverlapModel', () => {
   const W = 'ns/ctrl';
@@ -52,5 +52,21 @@ describe('OverlapModel', () => {
     expect(earlyLiftAt({ deathMs: 1000, startMs: 1500 }, 10_000)).toBe(10_000 + 1000 + MARGIN_MS - 1500);
     // Slower deaths than starts: later than the deletion, by the difference and the margin.
     expect(earlyLiftAt({ deathMs: 2000, startMs: 1000 }, 10_000)).toBe(10_000 + 1000 + MARGIN_MS);
+  });
+});
+
+describe('lessonOf (what one handover teaches)', () => {
+  const h = { releasedBy: 'operator', stopAt: 10_000, releasedAt: 11_000, acquiredAt: 12_500 };
+  it.each<[string, Parameters<typeof lessonOf>[0], Parameters<typeof lessonOf>[1], ReturnType<typeof lessonOf>]>([
+    ['a pod let go after our release: the death and its start', h, { at: 11_050, early: false }, { death: 1000, start: 1450 }],
+    ['the lift seen a hair before the release event: still after it', h, { at: 10_950, early: false }, { death: 1000, start: 1550 }],
+    ['a pod let go well before the release without the model (a timeout, a surge): no start', h, { at: 9_000, early: false }, { death: 1000 }],
+    ['an early pod that acquired at its first attempt: did not lose', h, { at: 10_100, early: true }, { death: 1000, lost: false }],
+    ['an early pod that acquired after a retry period: lost', { ...h, acquiredAt: 10_100 + LOST_AFTER_MS + 1 }, { at: 10_100, early: true }, { death: 1000, lost: true }],
+    ['a pod never gated (a candidate that was up already): only the death', h, undefined, { death: 1000 }],
+    ['released by the holder itself or by expiry: nothing', { ...h, releasedBy: 'holder' }, { at: 11_050, early: false }, {}],
+    ['no stop seen: no death', { ...h, stopAt: undefined }, { at: 11_050, early: false }, { death: undefined, start: 1450 }],
+  ])('%s', (_n, record, letGo, want) => {
+    expect(lessonOf(record, letGo)).toEqual(want);
   });
 });
