@@ -34,6 +34,7 @@ export interface WebhookDeps {
 }
 
 const KEY = 'webhook';
+const HOUR_MS = 3_600_000;
 const MWC_PATH = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
 const NAMESPACE_LABEL = 'kubernetes.io/metadata.name';
 
@@ -144,7 +145,8 @@ export class WebhookController {
       }
       this.d.log.info({ namespaces: namespaceSelector.matchExpressions[0]?.values ?? [], caBundle: caBundle !== undefined }, 'webhook configuration updated');
     }
-    return nextCheckAt === undefined ? undefined : { requeueAfterMs: Math.max(1000, nextCheckAt - now) };
+    // Looked at again at the next rotation, and hourly in any case (a clock step, a Secret edited by hand).
+    return { requeueAfterMs: Math.min(HOUR_MS, Math.max(1000, (nextCheckAt ?? now + HOUR_MS) - now)) };
   }
 
   private async writeSecret(existing: V1Secret | undefined, next: { data: Record<string, string>; caRotatedAt: number }): Promise<void> {

@@ -12,6 +12,9 @@ export interface Timers {
   clearTimeout(handle: unknown): void;
 }
 
+/** The longest delay a Node timer takes (about 24.8 days); a later requeue comes that much later and looks again. */
+export const MAX_DELAY_MS = 2 ** 31 - 1;
+
 export const realTimers: Timers = {
   now: systemClock,
   setTimeout: (fn, ms) => setTimeout(fn, ms),
@@ -70,9 +73,11 @@ export class WorkQueue {
 
   // Chosen semantics: a later add() does not cancel a pending addAfter; the extra reconcile is harmless
   // because reconciles are level-based.
-  addAfter(key: string, delayMs: number): void {
+  addAfter(key: string, requestedMs: number): void {
     if (this.shuttingDown) return;
-    if (!(delayMs > 0)) return this.add(key);
+    if (!(requestedMs > 0)) return this.add(key);
+    // Node fires a timer longer than 2^31-1 ms at once (TimeoutOverflowWarning): a far requeue would spin.
+    const delayMs = Math.min(requestedMs, MAX_DELAY_MS);
     const at = this.clock.now() + delayMs;
     const pending = this.delayed.get(key);
     if (pending && pending.at <= at) return;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ReconcileResult, type Timers, WorkQueue, type WorkQueueOptions } from '../../src/kube/workqueue.js';
+import { MAX_DELAY_MS, type ReconcileResult, type Timers, WorkQueue, type WorkQueueOptions } from '../../src/kube/workqueue.js';
 
 // A manual clock: timers fire only on advance(), in due order, with pending promises flushed after each.
 class FakeClock implements Timers {
@@ -247,6 +247,17 @@ describe('WorkQueue', () => {
     expect(h.keys()).toEqual(['a']);
     h.pending('a').resolve();
     await h.clock.advance(1000);
+    expect(h.keys()).toEqual(['a']);
+  });
+
+  it('a delay longer than a Node timer can take waits the longest one instead of firing at once', async () => {
+    const h = harness();
+    h.q.start();
+    h.q.addAfter('a', 60 * 24 * 3_600_000); // 60 days: a certificate's next rotation
+    expect([...h.clock.timers.values()][0]?.at).toBe(MAX_DELAY_MS);
+    await h.clock.advance(MAX_DELAY_MS - 1);
+    expect(h.calls.length).toBe(0);
+    await h.clock.advance(1);
     expect(h.keys()).toEqual(['a']);
   });
 
