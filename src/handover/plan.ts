@@ -103,7 +103,8 @@ export type AdmissionPlan =
   | { gate: false; reason: 'not-managed' | 'no-handover-pending' | 'not-gateable'; message: string }
   /** Admitted ungated while a handover is pending: the old leader is predicted dead before this pod can try. */
   | { gate: false; reason: 'overlap'; message: string; patch: unknown[] }
-  | { gate: true; message: string; patch: unknown[] };
+  /** `earlyAt`: when it may start before the release, if the operator has learned enough to say */
+  | { gate: true; message: string; patch: unknown[]; earlyAt?: number };
 
 /**
  * A new pod of a managed controller is held back only while a handover is pending for its workload: then its
@@ -126,7 +127,7 @@ export function planAdmission(s: HandoverSnapshot, pod: V1Pod, patches: { gate: 
   const message = waitingFor(described);
   const patch = patches.gate(pod, message);
   if (!patch) return { gate: false, reason: 'not-gateable', message: 'bound to a node at creation, or gated already' };
-  return { gate: true, message, patch };
+  return { gate: true, message, patch, earlyAt };
 }
 
 export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number, early?: EarlyLift): WorkloadPlan {
