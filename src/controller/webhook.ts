@@ -83,7 +83,7 @@ export class WebhookController {
       this.d.log.warn({ secret: `${this.d.namespace}/${this.d.secretName}` }, 'the webhook Secret holds no usable serving certificate yet');
       return;
     }
-    this.d.server.setServingPair({ certPem: state.serving.cert.pem, keyPem: state.serving.keyPem }, this.d.port, this.d.host);
+    this.d.server.setServingPair({ certPem: state.serving.chainPem, keyPem: state.serving.keyPem }, this.d.port, this.d.host);
   }
 
   start(): void {

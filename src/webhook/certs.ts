@@ -40,7 +40,8 @@ export interface CertState {
   /** CAs of the bundle, current first, expired ones left out. */
   cas: ParsedCert[];
   caKeyPem?: string;
-  serving?: { cert: ParsedCert; keyPem: string };
+  /** `chainPem`: tls.crt as written (the leaf, and any chain after it, as service-ca writes it) */
+  serving?: { cert: ParsedCert; keyPem: string; chainPem: string };
   caRotatedAt?: number;
 }
 
@@ -77,7 +78,7 @@ export function readCertSecret(data: Record<string, string> | undefined, annotat
   return {
     cas,
     caKeyPem: validKey(caKeyPem) ? caKeyPem : undefined,
-    serving: cert && validKey(keyPem) && cert.notAfter > now ? { cert, keyPem } : undefined,
+    serving: cert && certPem && validKey(keyPem) && cert.notAfter > now ? { cert, keyPem, chainPem: certPem } : undefined,
     caRotatedAt: Number.isFinite(rotated) && rotated > 0 ? rotated : undefined,
   };
 }

@@ -79,6 +79,16 @@ describe('webhook certificates', () => {
     expect(planCerts(rotated, shorter, true, T0 + 1000 + CA_PROPAGATION_MS).action).toBe('rotate-serving');
   });
 
+  it('serves tls.crt as written: a leaf followed by its chain (as service-ca writes it) keeps the chain', () => {
+    const { state } = step(empty, T0, false);
+    const chain = state.serving!.cert.pem + state.cas[0]!.pem;
+    const b64 = (x: string) => Buffer.from(x).toString('base64');
+    const read = readCertSecret({ [TLS_CERT]: b64(chain), [TLS_KEY]: b64(state.serving!.keyPem) }, undefined, T0);
+    expect(read.serving?.chainPem).toBe(chain);
+    expect(read.serving?.cert.subject).toBe(state.serving!.cert.subject);
+    expect(read.cas).toEqual([]); // service-ca's Secret has no ca.crt: the operator issues nothing from it
+  });
+
   it('a pair that does not name the Service is replaced', () => {
     const { state } = step(empty, T0, false);
     const other = { ...policy, dnsNames: serviceDnsNames('renamed', 'csi-handover') };
