@@ -73,7 +73,8 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     // cluster the CRD comes first.
     if (!(await operatorInstalled())) await installCrd();
     await setSampleCrLevel(http, LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
-    if (!(await operatorInstalled())) await installOperator(http);
+    // Always: it rolls the operator onto an image rebuilt since its pods started (hack/lib/operator.ts).
+    await installOperator(http);
     await setOperatorMode(http, s.who === 'companion' ? 'companion' : 'standalone');
   }
   if (overlay !== deployedOverlay) {
