@@ -34,7 +34,7 @@ export class Operator {
   private readonly nodes: Informer<V1Node>;
   private readonly webhookInformers: Informer<Named>[] = [];
   readonly handover: HandoverController;
-  readonly webhookServer: WebhookServer | undefined;
+  private readonly webhookServer: WebhookServer | undefined;
   private readonly webhook: WebhookController | undefined;
   private readonly elector: LeaderElector | undefined;
   private readonly operatorLogLevels = new Map<string, LogLevel>();

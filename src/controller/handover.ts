@@ -156,12 +156,10 @@ export class HandoverController {
   async liftAllGates(why: string): Promise<number> {
     let lifted = 0;
     for (const pod of this.d.pods.list()) {
-      if (!hasHandoverGate(pod) || pod.metadata?.deletionTimestamp) continue;
-      const patch = liftGatePatch(pod);
-      if (patch && await this.patchPod(pod, patch, PatchType.json, this.d.log, `lifted the handover gate (${why})`).catch(() => false)) {
-        lifted++;
-        this.d.metrics.gatesLifted.inc({ reason: 'operator-leaving' });
-      }
+      const patch = hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp ? liftGatePatch(pod) : undefined;
+      if (!patch) continue;
+      const action: PodAction = { kind: 'lift', pod, reason: 'operator-leaving', message: why, patch };
+      if (await this.carryOut(action, this.d.log).catch(() => false)) lifted++;
     }
     return lifted;
   }
@@ -298,15 +296,17 @@ export class HandoverController {
     if (plan.recheck) this.enqueue(`workload/${plan.recheck}`);
   }
 
-  private async carryOut(a: PodAction, log: Logger): Promise<void> {
+  /** Whether the pod was patched (false: gone or changed meanwhile). */
+  private async carryOut(a: PodAction, log: Logger): Promise<boolean> {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
     const done = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
-    if (!done || a.kind !== 'lift') return;
+    if (!done || a.kind !== 'lift') return done;
     this.d.metrics.gatesLifted.inc({ reason: a.reason });
     if (a.warning) {
       const m = a.pod.metadata;
       await this.d.events.emit({ apiVersion: 'v1', kind: 'Pod', name: m?.name ?? '', namespace: m?.namespace, uid: m?.uid }, 'Warning', a.warning.reason, a.warning.message);
     }
+    return true;
   }
 
   private async patchPod(pod: V1Pod, patch: unknown, type: PatchType, log: Logger, what: string): Promise<boolean> {

@@ -45,7 +45,7 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
 export type PodAction =
   | { kind: 'set-deletion-cost'; pod: V1Pod; patch: unknown }
   | { kind: 'hold'; pod: V1Pod; message: string; patch: unknown }
-  | { kind: 'lift'; pod: V1Pod; reason: Extract<GateDecision, { lift: true }>['reason'] | 'unmanaged'; message: string; patch: unknown[]; warning?: { reason: string; message: string } };
+  | { kind: 'lift'; pod: V1Pod; reason: Extract<GateDecision, { lift: true }>['reason'] | 'unmanaged' | 'operator-leaving'; message: string; patch: unknown[]; warning?: { reason: string; message: string } };
 
 export interface WorkloadPlan {
   /** "namespace/lease ← pod" for each lease still held by a terminating pod of the workload not proven dead */
@@ -54,13 +54,15 @@ export interface WorkloadPlan {
   requeueAfterMs?: number;
 }
 
-/**
- * Leader last (deletion costs by leases held) and the gate (hold new pods while a handover is pending, let them
- * go after it, or after the timeout in any case), for one managed Deployment.
- */
+/** A lease of a workload and the pod of that workload holding it. */
+export interface HeldLease {
+  lease: V1Lease;
+  holder: ObservedPod;
+}
+
 /** The workload's leases and the pod of the workload holding each (leases held by no pod of it left out). */
-export function heldLeases(s: HandoverSnapshot, dep: V1Deployment): { lease: V1Lease; holder: ObservedPod }[] {
-  const held: { lease: V1Lease; holder: ObservedPod }[] = [];
+export function heldLeases(s: HandoverSnapshot, dep: V1Deployment): HeldLease[] {
+  const held: HeldLease[] = [];
   for (const lease of s.leasesOf(dep)) {
     const holder = holderOf(lease);
     if (!holder) continue;
@@ -71,10 +73,10 @@ export function heldLeases(s: HandoverSnapshot, dep: V1Deployment): { lease: V1L
 }
 
 /** A handover is pending while a lease of the workload is held by a pod being stopped and not proven dead. */
-export function pendingHandovers(s: HandoverSnapshot, held: readonly { lease: V1Lease; holder: ObservedPod }[]): { lease: V1Lease; holder: ObservedPod }[] {
+export function pendingHandovers(s: HandoverSnapshot, held: readonly HeldLease[]): HeldLease[] {
   return held.filter(({ holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead);
 }
-const describePending = (pending: readonly { lease: V1Lease; holder: ObservedPod }[]): string[] =>
+const describePending = (pending: readonly HeldLease[]): string[] =>
   pending.map(({ lease, holder }) => `${lease.metadata?.namespace ?? ''}/${lease.metadata?.name ?? ''} ← ${holder.pod.metadata?.name ?? ''}`);
 
 /**
@@ -84,7 +86,7 @@ const describePending = (pending: readonly { lease: V1Lease; holder: ObservedPod
 export type EarlyLift = (holder: ObservedPod) => number | undefined;
 
 /** The moment every pending holder allows an early start, or undefined if one of them does not. */
-function earlyLiftFor(pending: readonly { holder: ObservedPod }[], early: EarlyLift | undefined): number | undefined {
+function earlyLiftFor(pending: readonly HeldLease[], early: EarlyLift | undefined): number | undefined {
   if (!early || pending.length === 0) return undefined;
   let at = -Infinity;
   for (const { holder } of pending) {
@@ -130,6 +132,10 @@ export function planAdmission(s: HandoverSnapshot, pod: V1Pod, patches: { gate: 
   return { gate: true, message, patch, earlyAt };
 }
 
+/**
+ * Leader last (deletion costs by leases held) and the gate (hold new pods while a handover is pending, let them
+ * go after it, or after the timeout in any case), for one managed Deployment.
+ */
 export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number, gateTimeoutMs: number, early?: EarlyLift): WorkloadPlan {
   const held = new Map<string, number>(); // pod uid → leases it holds
   const leases = heldLeases(s, dep);
