@@ -266,8 +266,9 @@ function stallTable(summaries: Summary[]): string {
 /** The targets, checked on what was measured; a miss is reported, not tuned away. */
 function targets(summaries: Summary[]): string[] {
   const out: string[] = [];
+  const openshift = (who: Who, replicas: 1 | 2) => summaries.find((x) => x.scenario.who === who && x.scenario.timings === 'openshift' && x.scenario.replicas === replicas);
   for (const replicas of [1, 2] as const) {
-    const pick = (who: Who) => summaries.find((x) => x.scenario.who === who && x.scenario.timings === 'openshift' && x.scenario.replicas === replicas);
+    const pick = (who: Who) => openshift(who, replicas);
     const sa = pick('standalone');
     if (!sa?.gap) continue;
     const stock = pick('stock');
@@ -285,7 +286,7 @@ function targets(summaries: Summary[]): string[] {
   // The admission webhook's: both modes gate the same way, start new pods early where that cannot lose, and
   // never pay a retry period (26–57s at OpenShift timings: any gap over 10s had one in it).
   for (const replicas of [1, 2] as const) {
-    const pick = (who: Who) => summaries.find((x) => x.scenario.who === who && x.scenario.timings === 'openshift' && x.scenario.replicas === replicas);
+    const pick = (who: Who) => openshift(who, replicas);
     const gate = pick('upstream-gate')?.gap;
     for (const who of ['standalone', 'companion'] as const) {
       const x = pick(who);

@@ -58,8 +58,18 @@ export async function installCrd(): Promise<void> {
 
 /** Switches standalone/companion (a rollout of the operator itself) and waits for it; no-op when already there. */
 export async function setOperatorMode(http: KubeHttp, mode: 'standalone' | 'companion'): Promise<void> {
-  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', `CSI_HANDOVER_MODE=${mode}`);
+  await setOperatorEnv(http, `CSI_HANDOVER_MODE=${mode}`);
+}
+
+/** `kubectl set env` on the operator (`NAME=value`, or `NAME-` to unset) and waits for its rollout; no-op when unchanged. */
+export async function setOperatorEnv(http: KubeHttp, ...assignments: string[]): Promise<void> {
+  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', ...assignments);
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+}
+
+/** Waits until no operator pod is left (after a delete or a scale to zero). */
+export async function waitOperatorPodsGone(http: KubeHttp): Promise<void> {
+  await waitFor('operator pods gone', 120_000, async () => (await operatorPods(http)).length === 0);
 }
 
 export async function operatorPods(http: KubeHttp): Promise<V1Pod[]> {
@@ -81,7 +91,7 @@ export async function operatorLeader(http: KubeHttp): Promise<V1Pod> {
 export async function uninstallOperator(http: KubeHttp, drivers: { namespace: string; deployment: string }[]): Promise<void> {
   await kubectl('delete', 'mutatingwebhookconfiguration', 'csi-handover', '--ignore-not-found');
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
-  await waitFor('operator pods gone', 120_000, async () => (await operatorPods(http)).length === 0);
+  await waitOperatorPodsGone(http);
   for (const { namespace, deployment } of drivers) await removeHandoverGate(http, namespace, deployment);
   for (const namespace of new Set(drivers.map((d) => d.namespace))) {
     const list = await http.get<{ items: V1Deployment[] }>(`/apis/apps/v1/namespaces/${namespace}/deployments`);

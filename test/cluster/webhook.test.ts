@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DRIVER_LABEL, HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { isNotFound, PatchType } from '../../src/kube/http.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorMetric } from '../../hack/lib/operator.js';
+import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setOperatorEnv, waitOperatorPodsGone } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -73,11 +73,6 @@ async function apiserverMetric(series: string): Promise<number> {
 const failOpen = () => apiserverMetric(`apiserver_admission_webhook_fail_open_count{name="${WEBHOOK}"`);
 const answered = () => apiserverMetric(`apiserver_admission_webhook_request_total{code="200",name="${WEBHOOK}"`);
 
-async function setOperatorEnv(...assignments: string[]): Promise<void> {
-  await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', ...assignments);
-  await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
-}
-
 /** The operator has narrowed the webhook to our namespace (it follows the managed Deployments). */
 async function webhookCovers(namespace: string): Promise<void> {
   await waitFor(`the webhook asks about ${namespace}`, 30_000, async () => {
@@ -136,7 +131,7 @@ describe('pod admission webhook', () => {
 
   it('with the operator scaled to zero, new pods are admitted at once, ungated (the API server fails open)', async () => {
     await kubectl('-n', OPERATOR_NAMESPACE, 'scale', 'deployment/csi-handover', '--replicas=0');
-    await waitFor('operator pods gone', 120_000, async () => (await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods`)).items.length === 0);
+    await waitOperatorPodsGone(http);
     try {
       const old = await onlyPod();
       await holdLease(old);
@@ -160,7 +155,7 @@ describe('pod admission webhook', () => {
     const next = await replace(old);
     expect(gated(next)).toBe(true);
     await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--wait=true');
-    await waitFor('operator pods gone', 120_000, async () => (await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods`)).items.length === 0);
+    await waitOperatorPodsGone(http);
     const everywhere = (await http.get<{ items: V1Pod[] }>('/api/v1/pods')).items.filter(gated).map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`);
     expect(everywhere).toEqual([]);
     await installOperator(http);
@@ -171,7 +166,7 @@ describe('pod admission webhook', () => {
 
   it('rotating the serving certificate and the CA drops no admission', async () => {
     // Short-lived certificates: a pair lives 1m (renewed after 40s), the CA 4m (renewed with 2m left).
-    await setOperatorEnv('WEBHOOK_CERT_VALIDITY=1m');
+    await setOperatorEnv(http, 'WEBHOOK_CERT_VALIDITY=1m');
     try {
       const rotations = async () => ({
         ca: await operatorMetric(http, 'csi_handover_webhook_cert_rotations_total{step="rotate-ca"}'),
@@ -199,7 +194,7 @@ describe('pod admission webhook', () => {
       expect(after.failOpen - before.failOpen).toBe(0);
       expect(after.answered - before.answered).toBeGreaterThanOrEqual(sent);
     } finally {
-      await setOperatorEnv('WEBHOOK_CERT_VALIDITY-');
+      await setOperatorEnv(http, 'WEBHOOK_CERT_VALIDITY-');
     }
   }, 600_000);
 });
