@@ -83,8 +83,8 @@ if [[ ! -d "$op_dir" ]]; then
     || { echo "images.sh: the operator does not compile (above)" >&2; rm -rf "$stage"; exit 1; }
   PATH="$(dirname "$node"):$PATH" npm install --prefix "$stage/app" --omit=dev --no-audit --no-fund --loglevel=error >/dev/null
   rm -f "$stage/app/package-lock.json"
-  [[ -f "$stage/app/dist/src/main.js" && -d "$stage/app/node_modules/@kubernetes/client-node" ]] \
-    || { echo "images.sh: the operator build left no dist/src/main.js or production node_modules in $stage" >&2; exit 1; }
+  [[ -f "$stage/app/dist/src/main.js" && -d "$stage/app/node_modules/pino" && ! -e "$stage/app/node_modules/@kubernetes/client-node" ]] \
+    || { echo "images.sh: the operator build left no dist/src/main.js, no production node_modules, or a dev dependency in $stage" >&2; exit 1; }
   mv "$stage" "$op_dir"
 fi
 # shellcheck disable=SC2046

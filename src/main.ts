@@ -1,7 +1,7 @@
 // csi-handover operator entry point: configuration, client, endpoints, signals. The work is in operator.ts.
 import { createServer } from 'node:http';
-import { KubeConfig } from '@kubernetes/client-node';
 import { loadConfig } from './config.js';
+import { type ClusterAccess, inClusterAccess } from './kube/config.js';
 import { KubeHttp, resourceOf } from './kube/http.js';
 import { makeLogger } from './log.js';
 import { makeMetrics } from './metrics.js';
@@ -15,11 +15,15 @@ try {
   process.exit(2);
 }
 const log = makeLogger('csi-handover', cfg.logLevel).child({ identity: cfg.identity });
-const kc = new KubeConfig();
-if (cfg.kubeconfig) kc.loadFromFile(cfg.kubeconfig);
-else kc.loadFromCluster();
+let access: ClusterAccess;
+try {
+  access = cfg.kubeconfig ? (await import('./kube/kubeconfig.js')).kubeconfigAccess(cfg.kubeconfig) : inClusterAccess(process.env);
+} catch (err) {
+  log.fatal({ err: String(err instanceof Error ? err.message : err) }, 'cannot reach the API server');
+  process.exit(2);
+}
 const metrics = makeMetrics();
-const http = new KubeHttp(kc, (verb, path, status) => metrics.apiRequests.inc({ verb, resource: resourceOf(path), code: String(status) }));
+const http = new KubeHttp(access, (verb, path, status) => metrics.apiRequests.inc({ verb, resource: resourceOf(path), code: String(status) }));
 const operator = new Operator(cfg, http, log, metrics, (code) => process.exit(code));
 
 const server = createServer((req, res) => {

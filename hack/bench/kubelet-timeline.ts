@@ -11,8 +11,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
-import { Watch } from '@kubernetes/client-node';
-import { clusterHttp, localDir, nodeEvents, waitFor } from '../lib/cluster.js';
+import { clusterHttp, localDir, nodeEvents, recordWatch, waitFor } from '../lib/cluster.js';
 
 const http = clusterHttp();
 const NS = 'default';
@@ -37,9 +36,8 @@ async function once(i: number): Promise<Run> {
   const name = `kubelet-timeline-${Date.now()}-${i}`;
   const node = i % 2 === 0 ? 'node-1' : 'node-2';
   const script = 'trap "sleep 0.2; exit 0" TERM; while :; do sleep 0.05; done';
-  const seen: { t: number; type: string; pod: V1Pod }[] = [];
-  const watch = await new Watch(http.kubeConfig).watch(`/api/v1/namespaces/${NS}/pods`, { fieldSelector: `metadata.name=${name}` },
-    (type: string, pod: V1Pod) => { seen.push({ t: Date.now(), type, pod }); }, () => undefined);
+  const watch = await recordWatch<V1Pod>(http, `/api/v1/namespaces/${NS}/pods`, { fieldSelector: `metadata.name=${name}` });
+  const seen = watch.seen;
   try {
     const created = Date.now();
     await http.request('POST', `/api/v1/namespaces/${NS}/pods`, { body: {
@@ -47,18 +45,18 @@ async function once(i: number): Promise<Run> {
       spec: { nodeName: node, terminationGracePeriodSeconds: 10, containers: ['a', 'b'].map((c) => ({ name: c, image: 'csi-handover.local/shell:v1', command: ['sh', '-c', script] })) },
     } });
     const running = await waitFor(`${name} running`, 60_000, () =>
-      seen.find((e) => e.pod.status?.containerStatuses?.length === 2 && e.pod.status.containerStatuses.every((c) => c.state?.running)));
+      seen.find((e) => e.obj.status?.containerStatuses?.length === 2 && e.obj.status.containerStatuses.every((c) => c.state?.running)));
     await new Promise((r) => setTimeout(r, DELETE_AFTER_MS));
     const deleted = Date.now();
     await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
     const gone = await waitFor(`${name} DELETED`, 60_000, () => seen.find((e) => e.type === 'DELETED'));
-    const uid = running.pod.metadata?.uid;
+    const uid = running.obj.metadata?.uid;
     const record = await waitFor('the node record of both exits', 10_000, async () => {
       const mine = (await nodeEvents()).filter((e) => e.uid === uid);
       return mine.filter((e) => e.event === 'container-exited').length === 2 ? mine : undefined;
     });
-    const terminating = seen.filter((e) => e.type === 'MODIFIED' && e.pod.metadata?.deletionTimestamp);
-    const terminal = terminating.find((e) => e.pod.status?.containerStatuses?.every((c) => c.state?.terminated));
+    const terminating = seen.filter((e) => e.type === 'MODIFIED' && e.obj.metadata?.deletionTimestamp);
+    const terminal = terminating.find((e) => e.obj.status?.containerStatuses?.every((c) => c.state?.terminated));
     const at = (t: string | undefined) => Date.parse(t ?? '') - deleted;
     return {
       node,
@@ -67,16 +65,16 @@ async function once(i: number): Promise<Run> {
       stopMs: Math.min(...record.filter((e) => e.event === 'signal').map((e) => at(e.t))),
       lastExitMs: Math.max(...record.filter((e) => e.event === 'container-exited').map((e) => at(e.t))),
       terminalStatusMs: (terminal?.t ?? NaN) - deleted,
-      terminalPhase: terminal?.pod.status?.phase ?? '(none)',
+      terminalPhase: terminal?.obj.status?.phase ?? '(none)',
       statusUpdatesWhileTerminating: terminating.length,
       partialUpdates: terminating.filter((e) => {
-        const n = e.pod.status?.containerStatuses?.filter((c) => c.state?.terminated).length ?? 0;
+        const n = e.obj.status?.containerStatuses?.filter((c) => c.state?.terminated).length ?? 0;
         return n > 0 && n < 2;
       }).length,
       deletedMs: gone.t - deleted,
     };
   } finally {
-    watch.abort();
+    watch.stop();
   }
 }
 

@@ -6,8 +6,8 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
-import { KubeConfig } from '@kubernetes/client-node';
-import { KubeHttp } from '../../src/kube/http.js';
+import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
+import { KubeHttp, type Query } from '../../src/kube/http.js';
 import type { NodeEvent } from './node-events.js';
 
 const run = promisify(execFile);
@@ -19,9 +19,7 @@ export const binDir = join(process.env.CSI_HANDOVER_CACHE ?? join(homedir(), '.c
 
 export function clusterHttp(): KubeHttp {
   if (!existsSync(kubeconfigPath)) throw new Error(`no kubeconfig at ${kubeconfigPath}: run make cluster-up`);
-  const kc = new KubeConfig();
-  kc.loadFromFile(kubeconfigPath);
-  return new KubeHttp(kc);
+  return new KubeHttp(kubeconfigAccess(kubeconfigPath));
 }
 
 export async function kubectl(...args: string[]): Promise<string> {
@@ -114,4 +112,16 @@ export async function deploySample(overlay: SampleOverlay): Promise<void> {
     'crd/volumesnapshotclasses.snapshot.storage.k8s.io', 'crd/volumesnapshotcontents.snapshot.storage.k8s.io', 'crd/volumesnapshots.snapshot.storage.k8s.io');
   await kubectl('apply', '-k', join(samplesDir, overlay));
   await kubectl('apply', '-k', join(samplesDir, 'snapshotclass'));
+}
+
+/** A watch running in the background that records every event with its arrival time; resolves once it is open. */
+export async function recordWatch<T>(http: KubeHttp, path: string, query: Query): Promise<{ seen: { t: number; type: string; obj: T }[]; stop: () => void }> {
+  const seen: { t: number; type: string; obj: T }[] = [];
+  const abort = new AbortController();
+  await new Promise<void>((opened, failed) => {
+    http.watch(path, query, (type, obj) => void seen.push({ t: Date.now(), type, obj: obj as T }), { signal: abort.signal, onOpen: opened }).catch((err: unknown) => {
+      if (!abort.signal.aborted) failed(err);
+    });
+  });
+  return { seen, stop: () => abort.abort() };
 }

@@ -1,8 +1,9 @@
-// One thin HTTP layer over client-node's authentication: raw GET/POST/PATCH/PUT/DELETE on any API path.
-// The generated clients cover typed calls; this covers what they make awkward (server-side apply on a
-// status subresource, lists of any resource for informers) with one error type.
-import { HttpMethod, type KubeConfig, RequestContext } from '@kubernetes/client-node';
-import { fetch } from 'undici';
+// The operator's whole Kubernetes client: raw GET/POST/PATCH/PUT/DELETE and watch streams on any API path,
+// over node:https (keep-alive), authenticated as src/kube/config.ts says, with one error type. client-node is used for its
+// types only: loading its generated API costs ~85 MiB of RSS (docs/benchmarks.md).
+import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import type { ClusterAccess } from './config.js';
 
 export const PatchType = {
   merge: 'application/merge-patch+json',
@@ -47,23 +48,139 @@ export function resourceOf(path: string): string {
   return sub ? `${resource}/${sub}` : resource;
 }
 
-export class KubeHttp {
-  constructor(
-    readonly kubeConfig: KubeConfig,
-    private readonly observer?: RequestObserver,
-  ) {}
+/** One event of a watch stream: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR (then `object` is a Status). */
+export type WatchHandler = (type: string, object: unknown) => void;
 
-  /** Counts a request made outside `request` (a watch stream opened by an informer). */
-  observe(verb: string, path: string, status: number): void {
-    this.observer?.(verb, path, status);
+export const REQUEST_TIMEOUT_MS = 30_000;
+
+/** A watch stream's bytes → its non-empty lines (one JSON event each), whatever the chunk boundaries. */
+export class LineSplitter {
+  private readonly decoder = new TextDecoder();
+  private buffered = '';
+
+  push(chunk: Uint8Array): string[] {
+    this.buffered += this.decoder.decode(chunk, { stream: true });
+    const parts = this.buffered.split('\n');
+    this.buffered = parts.pop() ?? '';
+    return parts.map((l) => l.trim()).filter(Boolean);
+  }
+}
+
+interface Response {
+  status: number;
+  statusText: string;
+  body: IncomingMessage;
+}
+
+const readAll = async (body: IncomingMessage): Promise<string> => {
+  const chunks: Buffer[] = [];
+  for await (const c of body) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+};
+
+export class KubeHttp {
+  private readonly agent: HttpAgent;
+  private readonly send1: typeof httpsRequest;
+
+  constructor(
+    private readonly access: ClusterAccess,
+    private readonly observer?: RequestObserver,
+  ) {
+    const tls = new URL(access.server).protocol === 'https:';
+    // Keep-alive connections, one per concurrent request or watch (HTTP/1.1, as client-go without HTTP/2).
+    this.agent = tls
+      ? new HttpsAgent({ keepAlive: true, ca: access.ca, cert: access.cert, key: access.key, servername: access.serverName, rejectUnauthorized: !access.insecureSkipTLSVerify })
+      : new HttpAgent({ keepAlive: true });
+    this.send1 = tls ? httpsRequest : httpRequest;
   }
 
   url(path: string, query: Query = {}): URL {
-    const cluster = this.kubeConfig.getCurrentCluster();
-    if (!cluster) throw new Error('kubeconfig has no current cluster');
-    const url = new URL(cluster.server + path);
+    const url = new URL(this.access.server + path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, String(v));
     return url;
+  }
+
+  private once(method: string, url: URL, headers: Record<string, string>, body: string | undefined, signal: AbortSignal): Promise<Response> {
+    const token = this.access.token.get();
+    const all: Record<string, string | number> = token ? { ...headers, authorization: `Bearer ${token}` } : { ...headers };
+    if (body !== undefined) all['content-length'] = Buffer.byteLength(body);
+    return new Promise((resolve, reject) => {
+      const req = this.send1(url, { method, headers: all, agent: this.agent, signal }, (res) =>
+        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', body: res }));
+      req.on('error', reject);
+      req.end(body);
+    });
+  }
+
+  private async send(method: string, url: URL, headers: Record<string, string>, body: string | undefined, signal: AbortSignal): Promise<Response> {
+    const res = await this.once(method, url, headers, body, signal);
+    if (res.status !== 401) return res;
+    // A rotated token file: read it again now and try once more.
+    res.body.resume();
+    this.access.token.invalidate();
+    return this.once(method, url, headers, body, signal);
+  }
+
+  private static async error(res: Response, method: string, path: string): Promise<KubeApiError> {
+    const text = await readAll(res.body).catch(() => '');
+    let reason = res.statusText;
+    let message = text;
+    try {
+      const status = JSON.parse(text) as { reason?: string; message?: string };
+      reason = status.reason ?? reason;
+      message = status.message ?? message;
+    } catch {
+      // not a Status object: keep the raw body
+    }
+    return new KubeApiError(res.status, reason, method, path, message);
+  }
+
+  /**
+   * Opens a watch on a collection and hands each event to `onEvent` until the server ends the stream
+   * (resolves) or it fails, is aborted, or stays silent for `idleMs` (rejects). Counted as one WATCH request.
+   */
+  async watch(path: string, query: Query, onEvent: WatchHandler, opts: { signal?: AbortSignal; idleMs?: number; onOpen?: () => void } = {}): Promise<void> {
+    const url = this.url(path, { ...query, watch: true });
+    const abort = new AbortController();
+    const onAbort = () => abort.abort(opts.signal?.reason);
+    opts.signal?.addEventListener('abort', onAbort, { once: true });
+    let idle: NodeJS.Timeout | undefined;
+    const alive = () => {
+      if (opts.idleMs === undefined) return;
+      clearTimeout(idle);
+      idle = setTimeout(() => abort.abort(new Error(`watch ${path}: nothing received for ${opts.idleMs} ms`)), opts.idleMs);
+    };
+    try {
+      alive();
+      let res;
+      try {
+        res = await this.send('GET', url, { accept: 'application/json' }, undefined, abort.signal);
+      } catch (err) {
+        this.observer?.('WATCH', path, 0);
+        throw err;
+      }
+      this.observer?.('WATCH', path, res.status);
+      if (res.status >= 400) throw await KubeHttp.error(res, 'WATCH', path);
+      opts.onOpen?.();
+      const lines = new LineSplitter();
+      for await (const chunk of res.body) {
+        alive();
+        for (const line of lines.push(chunk as Buffer)) {
+          const event = JSON.parse(line) as { type?: string; object?: unknown };
+          onEvent(event.type ?? '', event.object);
+        }
+      }
+    } catch (err) {
+      throw abort.signal.aborted && abort.signal.reason instanceof Error ? abort.signal.reason : err;
+    } finally {
+      clearTimeout(idle);
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Closes every idle connection; open watches end when their signals abort. */
+  close(): void {
+    this.agent.destroy();
   }
 
   async request<T>(
@@ -72,42 +189,28 @@ export class KubeHttp {
     opts: { query?: Query; body?: unknown; contentType?: string; signal?: AbortSignal } = {},
   ): Promise<T> {
     const url = this.url(path, opts.query);
-    const ctx = new RequestContext(url.toString(), HttpMethod[method]);
-    await this.kubeConfig.applySecurityAuthentication(ctx);
-    const headers: Record<string, string> = { ...ctx.getHeaders(), accept: 'application/json' };
+    const headers: Record<string, string> = { accept: 'application/json' };
     let body: string | undefined;
     if (opts.body !== undefined) {
       headers['content-type'] = opts.contentType ?? 'application/json';
       body = JSON.stringify(opts.body);
     }
+    const signal = opts.signal ?? AbortSignal.timeout(REQUEST_TIMEOUT_MS);
     let res;
+    let text;
     try {
-      res = await fetch(url, {
-        method,
-        headers,
-        body,
-        dispatcher: ctx.getDispatcher(),
-        signal: opts.signal ?? AbortSignal.timeout(30_000),
-      });
+      res = await this.send(method, url, headers, body, signal);
+      if (res.status >= 400) {
+        this.observer?.(method, path, res.status);
+        throw await KubeHttp.error(res, method, path);
+      }
+      text = await readAll(res.body);
     } catch (err) {
-      this.observer?.(method, path, 0);
+      if (!(err instanceof KubeApiError)) this.observer?.(method, path, 0);
       throw err;
     }
     this.observer?.(method, path, res.status);
-    const text = await res.text();
-    if (res.status >= 400) {
-      let reason = res.statusText;
-      let message = text;
-      try {
-        const status = JSON.parse(text) as { reason?: string; message?: string };
-        reason = status.reason ?? reason;
-        message = status.message ?? message;
-      } catch {
-        // not a Status object: keep the raw body
-      }
-      throw new KubeApiError(res.status, reason, method, path, message);
-    }
-    const json = res.headers.get('content-type')?.includes('json') ?? false;
+    const json = res.body.headers['content-type']?.includes('json') ?? false;
     return (text && json ? JSON.parse(text) : text || undefined) as T;
   }
 

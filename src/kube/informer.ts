@@ -2,7 +2,6 @@
 // after any other watch error with capped exponential backoff, and reports whether it has synced.
 // client-node's own informer stops on non-410 errors; the operator cannot afford that.
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
-import { Watch } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { KubeApiError, type KubeHttp } from './http.js';
 
@@ -145,67 +144,60 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
     }
   }
 
-  private watch(): Promise<void> {
+  private async watch(): Promise<void> {
     const startedAt = Date.now();
     let events = 0;
-    return new Promise<void>((resolve, reject) => {
-      const watch = new Watch(this.http.kubeConfig);
-      this.http.observe('WATCH', this.opts.path, 200);
-      let gone = false;
-      const query = {
-        resourceVersion: this.resourceVersion,
-        allowWatchBookmarks: true,
-        labelSelector: this.opts.labelSelector,
-        fieldSelector: this.opts.fieldSelector,
-        // The server ends each watch after this; spreading it avoids every informer reconnecting at once.
-        timeoutSeconds: 240 + Math.floor(Math.random() * 120),
-      };
-      watch
-        .watch(
-          this.opts.path,
-          query,
-          (type: string, obj: T & { code?: number }) => {
-            this.failures = 0;
-            events++;
-            if (type === 'ERROR') {
-              if (obj.code === 410) gone = true;
-              return;
-            }
-            const rv = obj.metadata?.resourceVersion;
-            if (rv) this.resourceVersion = rv;
-            if (type === 'BOOKMARK') return;
-            if (type === 'DELETED') {
-              const key = keyOf(obj);
-              const old = this.cache.get(key);
-              this.cache.delete(key);
-              this.emit('delete', obj, old);
-            } else {
-              this.store(obj);
-            }
-          },
-          (err: unknown) => {
-            this.abort = undefined;
-            if (gone || (err as { statusCode?: number } | null)?.statusCode === 410) {
-              this.resourceVersion = '';
-              resolve();
-            } else if (err && !this.stopped && (err as Error).name !== 'TimeoutError') {
-              reject(err);
-            } else {
-              resolve();
-            }
-          },
-        )
-        .then((controller) => {
-          this.abort = controller;
-          if (this.stopped) controller.abort();
-        }, reject);
-    }).then(() => {
+    let gone = false;
+    const abort = new AbortController();
+    this.abort = abort;
+    // The server ends each watch after this; spreading it avoids every informer reconnecting at once.
+    const timeoutSeconds = 240 + Math.floor(Math.random() * 120);
+    try {
+      await this.http.watch(
+        this.opts.path,
+        {
+          resourceVersion: this.resourceVersion,
+          allowWatchBookmarks: true,
+          labelSelector: this.opts.labelSelector,
+          fieldSelector: this.opts.fieldSelector,
+          timeoutSeconds,
+        },
+        (type, received) => {
+          this.failures = 0;
+          events++;
+          const obj = received as T & { code?: number };
+          if (type === 'ERROR') {
+            if (obj.code === 410) gone = true;
+            return;
+          }
+          const rv = obj.metadata?.resourceVersion;
+          if (rv) this.resourceVersion = rv;
+          if (type === 'BOOKMARK') return;
+          if (type === 'DELETED') {
+            const key = keyOf(obj);
+            const old = this.cache.get(key);
+            this.cache.delete(key);
+            this.emit('delete', this.opts.transform ? this.opts.transform(obj) : obj, old);
+          } else {
+            this.store(obj);
+          }
+        },
+        // Bookmarks come about once a minute; a stream silent well past its own timeout is dead.
+        { signal: abort.signal, idleMs: (timeoutSeconds + 60) * 1000 },
+      );
+    } catch (err) {
       if (this.stopped) return;
-      // A watch that ended cleanly (server timeout, 410) is resumed at once; one that closes instantly
-      // without delivering anything is treated as a failure, so a misbehaving server is not hammered.
-      if (events === 0 && Date.now() - startedAt < 1000) this.scheduleRetry(new Error('watch closed at once'));
-      else void this.run();
-    });
+      if (!(err instanceof KubeApiError && err.status === 410)) throw err;
+      gone = true;
+    } finally {
+      if (this.abort === abort) this.abort = undefined;
+    }
+    if (this.stopped) return;
+    if (gone) this.resourceVersion = '';
+    // A watch that ended cleanly (server timeout, 410) is resumed at once; one that closes instantly
+    // without delivering anything is treated as a failure, so a misbehaving server is not hammered.
+    if (events === 0 && Date.now() - startedAt < 1000) this.scheduleRetry(new Error('watch closed at once'));
+    else void this.run();
   }
 
   private scheduleRetry(err: unknown): void {

@@ -6,10 +6,10 @@ import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { KubeConfig, Watch } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
 import { KubeHttp } from '../../src/kube/http.js';
-import { binDir, nodeEvents, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { binDir, nodeEvents, recordWatch, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { clusterCgroupPrefix, hostState, type HostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
@@ -23,7 +23,6 @@ const env = {
 const script = join(repoRoot, 'hack', 'cluster.sh');
 const nodesScript = join(repoRoot, 'hack', 'nodes.sh');
 let http: KubeHttp;
-let kc: KubeConfig;
 let before: HostState;
 
 const kubectlIn = async (stateDir: string, ...args: string[]): Promise<string> =>
@@ -55,9 +54,7 @@ async function running(name: string): Promise<Pod> {
 beforeAll(async () => {
   before = await hostState([dir]);
   await run(script, ['up'], { env, maxBuffer: 16 << 20 });
-  kc = new KubeConfig();
-  kc.loadFromFile(join(dir, 'kubeconfig'));
-  http = new KubeHttp(kc);
+  http = new KubeHttp(kubeconfigAccess(join(dir, 'kubeconfig')));
 });
 
 afterAll(async () => {
@@ -112,14 +109,12 @@ describe('real nodes', () => {
   it('a graceful deletion: the kubelet reports every container terminated and a terminal phase before it deletes the pod', async () => {
     await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('graceful', 'node-2', 'trap "sleep 0.2; exit 0" TERM; while :; do sleep 0.1; done') });
     const started = await running('graceful');
-    const seen: { type: string; pod: Pod }[] = [];
-    const watch = await new Watch(kc).watch('/api/v1/namespaces/default/pods',
-      { fieldSelector: 'metadata.name=graceful', resourceVersion: started.metadata.resourceVersion },
-      (type: string, obj: Pod) => { seen.push({ type, pod: obj }); }, () => undefined);
+    const watch = await recordWatch<Pod>(http, '/api/v1/namespaces/default/pods', { fieldSelector: 'metadata.name=graceful', resourceVersion: started.metadata.resourceVersion });
+    const seen = watch.seen;
     await http.request('DELETE', '/api/v1/namespaces/default/pods/graceful');
     await waitFor('graceful DELETED', 30_000, () => seen.some((e) => e.type === 'DELETED'));
-    watch.abort();
-    const lastBeforeDelete = seen.filter((e) => e.type === 'MODIFIED').at(-1)?.pod;
+    watch.stop();
+    const lastBeforeDelete = seen.filter((e) => e.type === 'MODIFIED').at(-1)?.obj;
     expect(lastBeforeDelete?.metadata.deletionTimestamp).toBeDefined();
     expect(['Succeeded', 'Failed']).toContain(lastBeforeDelete?.status?.phase);
     expect(lastBeforeDelete?.status?.containerStatuses?.every((c) => c.state?.terminated)).toBe(true);
@@ -136,14 +131,12 @@ describe('real nodes', () => {
     } };
     await http.request('POST', '/api/v1/namespaces/default/pods', { body: fake });
     const started = await running('on-kwok');
-    const seen: { type: string; pod: Pod }[] = [];
-    const watch = await new Watch(kc).watch('/api/v1/namespaces/default/pods',
-      { fieldSelector: 'metadata.name=on-kwok', resourceVersion: started.metadata.resourceVersion },
-      (type: string, obj: Pod) => { seen.push({ type, pod: obj }); }, () => undefined);
+    const watch = await recordWatch<Pod>(http, '/api/v1/namespaces/default/pods', { fieldSelector: 'metadata.name=on-kwok', resourceVersion: started.metadata.resourceVersion });
+    const seen = watch.seen;
     await http.request('DELETE', '/api/v1/namespaces/default/pods/on-kwok');
     await waitFor('on-kwok DELETED', 30_000, () => seen.some((e) => e.type === 'DELETED'));
-    watch.abort();
-    const updates = seen.filter((e) => e.type === 'MODIFIED').map((e) => e.pod);
+    watch.stop();
+    const updates = seen.filter((e) => e.type === 'MODIFIED').map((e) => e.obj);
     // As the real kubelet (above): the terminated containers arrive in one update, with the terminal phase.
     const terminal = updates.find((p) => p.status?.containerStatuses?.some((c) => c.state?.terminated));
     expect(terminal?.metadata.deletionTimestamp).toBeDefined();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { resourceOf } from '../../src/kube/http.js';
+import { LineSplitter, resourceOf } from '../../src/kube/http.js';
 
 describe('resourceOf', () => {
   it.each([
@@ -17,5 +17,17 @@ describe('resourceOf', () => {
     ['/', 'unknown'],
   ])('%s → %s', (path, want) => {
     expect(resourceOf(path)).toBe(want);
+  });
+});
+
+describe('LineSplitter', () => {
+  const enc = (s: string) => new TextEncoder().encode(s);
+  it('yields whole lines whatever the chunk boundaries, a multi-byte character split included', () => {
+    const bytes = enc('{"type":"ADDED","object":{"n":"é"}}\n\n{"type":"BOOKMARK"}\n{"type":"MOD');
+    const l = new LineSplitter();
+    const out: string[] = [];
+    for (let i = 0; i < bytes.length; i += 3) out.push(...l.push(bytes.slice(i, i + 3)));
+    expect(out).toEqual(['{"type":"ADDED","object":{"n":"é"}}', '{"type":"BOOKMARK"}']);
+    expect(l.push(enc('IFIED"}\n'))).toEqual(['{"type":"MODIFIED"}']);
   });
 });
