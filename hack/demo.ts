@@ -62,5 +62,5 @@ console.log(await kubectl('get', 'clustercsidriver'));
 console.log(await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={range .status.conditions[*]}{.type}{"\\t"}{.status}{"\\t"}{.reason}{"\\t"}{.message}{"\\n"}{end}'));
 const events = (await kubectl('get', 'events', '-n', 'default', '--field-selector', 'reason=LeaseHandedOver', '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}'))
   .split('\n').filter((m) => withOp.handovers.some((h) => m.includes(`${h.oldHolder} → ${h.newHolder}`)));
-console.log(`Events (LeaseHandedOver on clustercsidriver/${SAMPLE_DRIVER}) for this rollout:\n${events.map((m) => `  ${m}`).join('\n')}\n`);
+console.log(`Events (LeaseHandedOver on clustercsidriver/${SAMPLE_DRIVER}) for this rollout:\n${events.map((m) => `  ${m.replace(/: (?=\S+\/\S+: )/, ':\n    ').replaceAll('; ', ';\n    ')}`).join('\n')}\n`);
 console.log(`The cluster is still running: export KUBECONFIG=${kubeconfigPath}; stop it with make cluster-down.`);

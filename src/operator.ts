@@ -9,6 +9,7 @@ import type { Config } from './config.js';
 import { type DriverContext, reconcileDriver, type Workload } from './controller/clustercsidriver.js';
 import { HandoverController } from './controller/handover.js';
 import { WebhookController } from './controller/webhook.js';
+import { nodeForCache, podForCache } from './handover/cached.js';
 import { HandoverReports, reportFromStatus } from './handover/report.js';
 import { EventRecorder } from './kube/events.js';
 import { isNotFound, type KubeHttp } from './kube/http.js';
@@ -20,7 +21,12 @@ import type { Metrics } from './metrics.js';
 import { serviceDnsNames } from './webhook/certs.js';
 import { WebhookServer } from './webhook/server.js';
 
-const STATUS_COALESCE_MS = 500;
+/**
+ * Changes a CR only reports (its workloads' rollout progress, handovers) are gathered for this long from the
+ * first, then applied as one status write: a pod replacement moves a Deployment's status three or four times
+ * and hands over several leases within a second. Spec changes are reconciled at once.
+ */
+const STATUS_COALESCE_MS = 1000;
 
 type Named = { metadata?: { name?: string; labels?: Record<string, string> } };
 
@@ -52,11 +58,12 @@ export class Operator {
     for (const scope of scopes) {
       this.deployments.push(new Informer<V1Deployment>(http, { path: `/apis/apps/v1${scope}/deployments`, labelSelector: DRIVER_LABEL, log }));
       this.daemonSets.push(new Informer<V1DaemonSet>(http, { path: `/apis/apps/v1${scope}/daemonsets`, labelSelector: DRIVER_LABEL, log }));
-      // Leases, pods and nodes are many, and only read (or patched): cached without their managedFields.
+      // Leases are small and written back whole on release: cached without their managedFields only. Pods and
+      // nodes are many and only read (or patched): cached as the fields decisions read (src/handover/cached.ts).
       this.leases.push(new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1${scope}/leases`, log, transform: withoutManagedFields }));
-      this.pods.push(new Informer<V1Pod>(http, { path: `/api/v1${scope}/pods`, log, transform: withoutManagedFields }));
+      this.pods.push(new Informer<V1Pod>(http, { path: `/api/v1${scope}/pods`, log, transform: podForCache }));
     }
-    this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log, transform: withoutManagedFields });
+    this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log, transform: nodeForCache });
     // Level-based: what a CR already reports is where its report starts (after a restart, an upgrade, a new leader).
     const reports = new HandoverReports((driver) => reportFromStatus((this.drivers.get(driver) as { status?: unknown } | undefined)?.status));
     this.handover = new HandoverController({
@@ -66,10 +73,7 @@ export class Operator {
       deployments: () => this.deployments.flatMap((i) => i.list()),
       gateTimeoutMs: cfg.gateTimeout,
       reports,
-      // A rollout hands several leases over within a second: one status apply for them all.
-      onReportChanged: (driver) => {
-        if (this.leading) this.queue.addAfter(driver, STATUS_COALESCE_MS);
-      },
+      onReportChanged: (driver) => this.enqueueSoon(driver),
       now: systemClock,
     });
     if (cfg.webhookPort > 0) {
@@ -130,7 +134,7 @@ export class Operator {
       this.setOperatorLogLevel(o.metadata?.name ?? '', undefined);
       this.enqueue(o.metadata?.name);
     });
-    const enqueueOwner = (o: Named) => this.enqueue(o.metadata?.labels?.[DRIVER_LABEL]);
+    const enqueueOwner = (o: Named) => this.enqueueSoon(o.metadata?.labels?.[DRIVER_LABEL]);
     for (const inf of [...this.deployments, ...this.daemonSets] as Informer<Named>[]) {
       inf.on('add', enqueueOwner).on('update', enqueueOwner).on('delete', enqueueOwner);
     }
@@ -165,6 +169,12 @@ export class Operator {
     if (!name || !this.leading) return;
     this.queue.add(name);
     this.metrics.queueDepth.set({ queue: 'clustercsidriver' }, this.queue.len());
+  }
+
+  /** A change the driver's status reports: gathered with the others of the next STATUS_COALESCE_MS. */
+  private enqueueSoon(name: string | undefined): void {
+    if (!name || !this.leading) return;
+    this.queue.addAfter(name, STATUS_COALESCE_MS);
   }
 
   private workloadsOf(driver: string): Workload[] {

@@ -5,18 +5,19 @@ import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-no
 import type { Logger } from 'pino';
 import { HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../api/names.js';
 import type { Clock } from '../clock.js';
+import { readinessChanged } from '../handover/cached.js';
 import { hasHandoverGate, liftGatePatch } from '../handover/gate.js';
 import { podIdentity } from '../handover/holder.js';
 import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
 import { type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
-import { type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
+import { isTerminating, type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
 import { type AdmissionPlan, type EarlyLift, handoverOwner, OVERLAP_STATE_PREFIX, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
 import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../handover/overlap.js';
 import { releaseRecord } from '../handover/release.js';
-import { handoverMessage, type HandoverReports } from '../handover/report.js';
+import { handoversMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
-import type { EventRecorder } from '../kube/events.js';
+import { Batcher, type EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
 import { type InformerView, keyOf } from '../kube/informer.js';
 import { WorkQueue } from '../kube/workqueue.js';
@@ -41,6 +42,9 @@ export interface HandoverDeps {
 }
 
 const TOMBSTONE_TTL_MS = 10 * 60_000;
+/** How long the Events of a driver's handovers are gathered from the first. */
+const EVENT_BATCH_MS = 1000;
+type Told = { h: HandoverRecord; newPod?: V1Pod };
 const PATCHES = { gate: gatePatch, state: statePatch };
 const leaseKeyOf = (l: V1Lease): LeaseKey => ({ namespace: l.metadata?.namespace ?? '', name: l.metadata?.name ?? '' });
 
@@ -55,6 +59,9 @@ export class HandoverController {
   /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
   private readonly letGo = new Map<string, LetGo>();
   readonly queue: WorkQueue;
+  /** Handovers to tell as Events, gathered per driver (a rollout moves several leases within a second). */
+  private readonly told = new Batcher<Told>(EVENT_BATCH_MS, (driver, told) => this.tell(driver, told));
+  private readonly telling = new Set<Promise<void>>();
   private active = false;
 
   constructor(private readonly d: HandoverDeps) {
@@ -75,9 +82,10 @@ export class HandoverController {
     d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l, old) => this.leaseSeen(l, old)).on('delete', (l) => this.leaseGone(l));
     d.nodes
       .on('add', (n) => this.nodes.set(n.metadata?.name ?? '', n))
-      .on('update', (n) => {
+      .on('update', (n, old) => {
         this.nodes.set(n.metadata?.name ?? '', n);
-        for (const o of this.observed.onNode(n.metadata?.name)) this.podChanged(o.pod);
+        // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.
+        if (readinessChanged(n, old)) for (const o of this.observed.onNode(n.metadata?.name)) this.podChanged(o.pod);
       })
       .on('delete', (n) => this.nodes.delete(n.metadata?.name ?? ''));
   }
@@ -94,6 +102,8 @@ export class HandoverController {
   async stop(): Promise<void> {
     this.active = false;
     await this.queue.shutDown();
+    this.told.flush();
+    await Promise.all(this.telling);
   }
 
   /** `fresh`: pods re-read from the API just now (by uid; `gone` when the read found none), over what was observed. */
@@ -126,7 +136,9 @@ export class HandoverController {
   /**
    * Decided over the holders as the API has them now: the replacement pod is created milliseconds after the old
    * leader's deletion, which the informer may not have delivered yet. Each holder of the workload's leases is
-   * read again (usually one pod: the leader holds every lease). A failed read keeps what was observed.
+   * read again (usually one pod: the leader holds every lease) unless the cache already shows it being stopped:
+   * what matters is whether a handover is pending, and a read could only add that it died meanwhile, which the
+   * release right after tells anyway. A failed read keeps what was observed.
    */
   async admit(pod: V1Pod, signal: AbortSignal): Promise<AdmissionPlan> {
     const cached = this.snapshot();
@@ -135,7 +147,7 @@ export class HandoverController {
     const holders = new Map(heldLeases(cached, dep).map(({ holder }) => [holder.pod.metadata?.uid ?? '', holder]));
     const fresh = new Map<string, ObservedPod>();
     await Promise.all([...holders].map(async ([uid, o]) => {
-      if (o.gone) return;
+      if (o.gone || isTerminating(o)) return;
       const m = o.pod.metadata;
       try {
         const now = await this.d.http.request<V1Pod>('GET', `/api/v1/namespaces/${m?.namespace}/pods/${m?.name}`, { signal });
@@ -267,29 +279,24 @@ export class HandoverController {
       log.info({ holder: plan.holder, reason: plan.reason, message: plan.message }, 'not releasing this lease');
       return;
     }
-    if (plan.action !== 'release') return;
-    // Decide again on the freshest record, and write only if the holder is still the dead identity.
+    if (plan.action !== 'release' || !lease.spec) return;
+    // Written on the cached version the plan was decided on, with its resourceVersion as the precondition: if
+    // the Lease changed since (a renewal, a new holder, another release), the API server refuses (409) and the
+    // next event decides again. A fresh GET first would buy no safety the precondition does not give (it
+    // re-reads the Lease, not the holder's pod, which is the evidence): docs/safety.md.
     const path = `/apis/coordination.k8s.io/v1/namespaces/${key.namespace}/leases/${key.name}`;
-    let fresh: V1Lease;
+    const spec = releaseRecord(lease.spec, this.d.now());
+    // Marked, so every replica (and the next leader) can tell our release from the holder's own.
+    const metadata = { ...lease.metadata, managedFields: undefined, annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
     try {
-      fresh = await this.d.http.get<V1Lease>(path);
+      await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
     } catch (err) {
       if (isNotFound(err)) return;
-      throw err;
-    }
-    const again = planLease(s, fresh, this.d.now());
-    if (again.action !== 'release' || again.holder !== plan.holder || !fresh.spec) return;
-    const spec = releaseRecord(fresh.spec, this.d.now());
-    // Marked, so every replica (and the next leader) can tell our release from the holder's own.
-    const metadata = { ...fresh.metadata, annotations: { ...fresh.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
-    try {
-      await this.d.http.request('PUT', path, { body: { ...fresh, metadata, spec } });
-    } catch (err) {
       if (!isConflict(err)) throw err;
-      // Someone else moved (a renewal, a candidate): re-read and decide again.
+      // Someone else moved (a renewal, a candidate), or the cache was behind: decide again on the next version.
       this.d.metrics.releaseConflicts.inc();
       log.info({ holder: plan.holder }, 'lease changed before the release write (409): deciding again');
-      return { requeueAfterMs: 1 };
+      return { requeueAfterMs: 100 };
     }
     this.d.metrics.releases.inc({ released_by: 'operator' });
     log.info({ holder: plan.holder, pod: plan.pod, evidence: plan.evidence }, 'released the lease of a dead holder');
@@ -344,16 +351,32 @@ export class HandoverController {
     const { driver, renewing } = handoverOwner(s, h);
     if (!driver) return; // not a lease of a managed workload
     if (this.d.reports.add(driver, h)) this.d.onReportChanged(driver);
-    const message = handoverMessage(h);
     this.d.log.info({ lease: `${h.namespace}/${h.lease}`, oldHolder: h.oldHolder, newHolder: h.newHolder, gapMs: h.gapMs, releasedBy: h.releasedBy, driver }, 'lease handed over');
     // Every replica measures (a new leader adds what the old one did not report); only the leader counts and tells.
     if (!this.active) return;
     if (h.gapMs !== undefined) this.d.metrics.handoverGap.observe({ namespace: h.namespace, lease: h.lease, released_by: h.releasedBy }, h.gapMs / 1000);
     if (h.releasedBy !== 'operator') this.d.metrics.releases.inc({ released_by: h.releasedBy });
-    await this.d.events.emit({ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver }, 'Normal', 'LeaseHandedOver', message);
-    if (renewing && !renewing.gone) {
-      const m = renewing.pod.metadata;
-      await this.d.events.emit({ apiVersion: 'v1', kind: 'Pod', name: m?.name ?? '', namespace: m?.namespace, uid: m?.uid }, 'Normal', 'LeaseAcquired', message);
-    }
+    this.told.add(driver, { h, newPod: renewing && !renewing.gone ? renewing.pod : undefined });
+  }
+
+  /** The Events of the handovers a driver saw together: one on its CR, one on each new leader pod. */
+  private tell(driver: string, told: Told[]): void {
+    const sent = (async () => {
+      await this.d.events.emit({ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver }, 'Normal', 'LeaseHandedOver', handoversMessage(told.map((t) => t.h)));
+      const byPod = new Map<string, { pod: V1Pod; hs: HandoverRecord[] }>();
+      for (const { h, newPod } of told) {
+        const uid = newPod?.metadata?.uid;
+        if (!newPod || !uid) continue;
+        const entry = byPod.get(uid) ?? { pod: newPod, hs: [] };
+        entry.hs.push(h);
+        byPod.set(uid, entry);
+      }
+      for (const { pod, hs } of byPod.values()) {
+        const m = pod.metadata;
+        await this.d.events.emit({ apiVersion: 'v1', kind: 'Pod', name: m?.name ?? '', namespace: m?.namespace, uid: m?.uid }, 'Normal', 'LeaseAcquired', handoversMessage(hs));
+      }
+    })();
+    this.telling.add(sent);
+    void sent.finally(() => this.telling.delete(sent));
   }
 }

@@ -1,13 +1,15 @@
 // Leader last: pods holding leases get a higher controller.kubernetes.io/pod-deletion-cost than standbys,
 // so a rollout (the old ReplicaSet scaling down) replaces standbys first and each lease moves about once.
+// One value for any number of leases: the order that matters is leader before standby, and a cost that
+// counted leases would be patched again for every lease a new leader picks up (six in a CSI rollout).
 import type { V1Pod } from '@kubernetes/client-node';
 
 export const DELETION_COST = 'controller.kubernetes.io/pod-deletion-cost';
-const COST_PER_LEASE = 100;
+const LEADER_COST = '100';
 
-/** The annotation value a pod should carry: by leases held; standbys need none (0 is the default). */
+/** The annotation value a pod should carry: a leader's, whatever it holds; standbys need none (0 is the default). */
 export function desiredDeletionCost(leasesHeld: number): string | undefined {
-  return leasesHeld > 0 ? String(leasesHeld * COST_PER_LEASE) : undefined;
+  return leasesHeld > 0 ? LEADER_COST : undefined;
 }
 
 /** The merge patch to apply, or undefined when the pod already carries the right cost (treating absent as 0). */

@@ -36,6 +36,25 @@ export function handoverMessage(h: HandoverRecord): string {
   return `lease ${h.namespace}/${h.lease}: ${h.oldHolder} → ${h.newHolder}, ${gap}, released by ${h.releasedBy}`;
 }
 
+/** The API server keeps an Event's message whole up to here; kubectl shows it on one line. */
+export const EVENT_MESSAGE_MAX = 1024;
+
+/**
+ * One Event for the handovers a driver saw together (a rollout hands several leases over within a second): the
+ * single-lease message for one, else every lease's line, cut short with a count of the rest at the size limit.
+ */
+export function handoversMessage(hs: readonly HandoverRecord[]): string {
+  const [only] = hs;
+  if (hs.length === 1 && only) return handoverMessage(only);
+  const head = `${hs.length} leases handed over`;
+  const lines = hs.map((h) => `${handoverMessage(h).slice('lease '.length)}`);
+  let message = `${head}: ${lines.join('; ')}`;
+  for (let kept = lines.length - 1; message.length > EVENT_MESSAGE_MAX && kept >= 0; kept--) {
+    message = `${head}: ${lines.slice(0, kept).join('; ')}${kept ? '; ' : ''}… and ${lines.length - kept} more (status.handover lists them)`;
+  }
+  return message;
+}
+
 // ---- status.handover, both ways ----
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());

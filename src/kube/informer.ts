@@ -8,7 +8,7 @@ import { KubeApiError, type KubeHttp } from './http.js';
 export type InformerEvent = 'add' | 'update' | 'delete';
 export type Handler<T> = (obj: T, old?: T) => void;
 
-export interface InformerOptions {
+export interface InformerOptions<T extends KubernetesObject = KubernetesObject> {
   /** Collection path, e.g. `/api/v1/pods` or `/apis/coordination.k8s.io/v1/namespaces/x/leases`. */
   path: string;
   labelSelector?: string;
@@ -17,7 +17,7 @@ export interface InformerOptions {
   /** Backoff after a failed list or watch: initial and maximum delay in ms. */
   backoff?: { initialMs: number; maxMs: number };
   /** Applied to every object before it is cached and handed out, e.g. to drop fields nobody reads. */
-  transform?: <O extends KubernetesObject>(obj: O) => O;
+  transform?: (obj: T) => T;
 }
 
 /**
@@ -53,7 +53,7 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
 
   constructor(
     private readonly http: KubeHttp,
-    private readonly opts: InformerOptions,
+    private readonly opts: InformerOptions<T>,
   ) {}
 
   on(event: InformerEvent, handler: Handler<T>): this {

@@ -26,6 +26,7 @@ export class LeaderElector {
   private resourceVersion = '';
   private leader = false;
   private lastRenewedAt = 0;
+  private mustRead = true;
   private timer: NodeJS.Timeout | undefined;
   private attempt: Promise<void> | undefined;
   private stopped = false;
@@ -54,7 +55,8 @@ export class LeaderElector {
     }
     const record = parsed.data.spec;
     if (recordChanged(this.observed?.record, record)) this.observed = { record, observedAt: this.now() };
-    this.resourceVersion = parsed.data.metadata.resourceVersion;
+    // While leading, the watch's copy of our own lease can lag our last write: renew on what the write returned.
+    if (!(source === 'watch' && this.leader && record.holderIdentity === this.o.identity)) this.resourceVersion = parsed.data.metadata.resourceVersion;
     if (this.leader && record.holderIdentity !== this.o.identity) {
       this.lose(`lease now held by "${record.holderIdentity}"`);
       return;
@@ -80,12 +82,17 @@ export class LeaderElector {
     if (this.stopped) return;
     const { http, identity, timings } = this.o;
     try {
-      try {
-        this.observe(await http.get(`${this.path}/${this.o.name}`), 'get');
-      } catch (err) {
-        if (!isNotFound(err)) throw err;
-        this.observed = undefined;
+      // A leader renews on what its own last write returned (the watch would tell it of anyone else's):
+      // a renewal is one PUT, and a 409 makes the next attempt read first. A candidate reads, as client-go.
+      if (!this.leader || this.mustRead) {
+        try {
+          this.observe(await http.get(`${this.path}/${this.o.name}`), 'get');
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+          this.observed = undefined;
+        }
       }
+      this.mustRead = true;
       const now = this.now();
       const d = decide(identity, this.observed, now);
       if (d.kind === 'wait') {
@@ -106,6 +113,7 @@ export class LeaderElector {
         this.observe(updated, 'get');
       }
       this.lastRenewedAt = now;
+      this.mustRead = false;
       if (!this.leader) {
         this.leader = true;
         this.o.log.info({ lease: this.o.name }, 'became leader');

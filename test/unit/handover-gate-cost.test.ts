@@ -44,8 +44,9 @@ describe('deletionCostPatch', () => {
   const pod = (cost?: string): V1Pod => ({ metadata: { annotations: cost === undefined ? {} : { [DELETION_COST]: cost } } });
   it.each([
     ['standby without annotation: nothing to do', undefined, 0, undefined],
-    ['new leader of 2 leases', undefined, 2, { metadata: { annotations: { [DELETION_COST]: '200' } } }],
-    ['leader unchanged: no write', '200', 2, undefined],
+    ['new leader of 2 leases', undefined, 2, { metadata: { annotations: { [DELETION_COST]: '100' } } }],
+    ['leader unchanged: no write', '100', 2, undefined],
+    ['a leader that picks up another lease: no write', '100', 3, undefined],
     ['lost its leases: back to the default', '100', 0, { metadata: { annotations: { [DELETION_COST]: null } } }],
     ['explicit 0 on a standby: fine as it is', '0', 0, undefined],
   ] as const)('%s', (_n, current, leases, want) => expect(deletionCostPatch(pod(current), leases)).toEqual(want));

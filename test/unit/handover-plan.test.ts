@@ -120,8 +120,8 @@ describe('planWorkload', () => {
   const dep = deployment();
   const nodes = [ready('n1'), ready('n2')];
   it.each<[string, { pods: ObservedPod[]; leases: V1Lease[]; deployments?: V1Deployment[] }, string[], string[], number | undefined]>([
-    ['leader last: the leader of two leases costs 200, a standby nothing',
-      { pods: [observed('ctrl-a'), observed('ctrl-b')], leases: [lease('ctrl-a'), lease('ctrl-a', { name: 'provisioner' })] }, [], ['cost ctrl-a "200"'], undefined],
+    ['leader last: the leader of two leases costs 100, a standby nothing',
+      { pods: [observed('ctrl-a'), observed('ctrl-b')], leases: [lease('ctrl-a'), lease('ctrl-a', { name: 'provisioner' })] }, [], ['cost ctrl-a "100"'], undefined],
     ['a pod that lost its leases goes back to the default cost',
       { pods: [observed('ctrl-a', { cost: '100' }), observed('ctrl-b')], leases: [lease('ctrl-b')] }, [], ['cost ctrl-a null', 'cost ctrl-b "100"'], undefined],
     ['terminating pods carry no cost',

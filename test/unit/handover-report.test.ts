@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { HandoverRecord } from '../../src/handover/measure.js';
-import { handoverCondition, HandoverReports, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
+import { EVENT_MESSAGE_MAX, handoverCondition, handoverMessage, HandoverReports, handoversMessage, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
 
 const T = Date.parse('2026-01-02T03:04:05.123Z');
 const record = (over: Partial<HandoverRecord> = {}): HandoverRecord => ({
@@ -76,3 +76,23 @@ describe('handover report', () => {
 function handoverStatusLease(): Record<string, unknown> {
   return { lease: 'l', namespace: 'n', oldHolder: 'a', newHolder: 'b', releasedBy: 'operator', acquireTime: '2026-01-02T03:04:05Z' };
 }
+
+describe('handoversMessage', () => {
+  it('says one handover as its own message', () => {
+    expect(handoversMessage([record()])).toBe(handoverMessage(record()));
+  });
+  it('says the handovers seen together in one message, each with old → new holder', () => {
+    const m = handoversMessage([record(), record({ lease: 'provisioner', newHolder: 'ctrl-c' })]);
+    expect(m).toMatch(/^2 leases handed over: /);
+    expect(m).toContain(`${record().namespace}/${record().lease}: ${record().oldHolder} → ${record().newHolder}, leaderless`);
+    expect(m).toContain(`/provisioner: ${record().oldHolder} → ctrl-c`);
+  });
+  it('stays within the Event size, saying how many it left out', () => {
+    const many = Array.from({ length: 40 }, (_, i) => record({ lease: `external-snapshotter-leader-lease-number-${i}` }));
+    const m = handoversMessage(many);
+    expect(m.length).toBeLessThanOrEqual(EVENT_MESSAGE_MAX);
+    const kept = (m.match(/→/g) ?? []).length;
+    expect(kept).toBeGreaterThan(0);
+    expect(m).toContain(`… and ${40 - kept} more (status.handover lists them)`);
+  });
+});
