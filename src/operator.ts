@@ -11,6 +11,7 @@ import { HandoverController } from './controller/handover.js';
 import { WebhookController } from './controller/webhook.js';
 import { nodeForCache, podForCache } from './handover/cached.js';
 import { HandoverReports, reportFromStatus } from './handover/report.js';
+import { Batcher } from './kube/batcher.js';
 import { EventRecorder } from './kube/events.js';
 import { isNotFound, type KubeHttp } from './kube/http.js';
 import { Informer, type InformerView, keyOf, withoutManagedFields } from './kube/informer.js';
@@ -22,11 +23,12 @@ import { serviceDnsNames } from './webhook/certs.js';
 import { WebhookServer } from './webhook/server.js';
 
 /**
- * Changes a CR only reports (its workloads' rollout progress, handovers) are gathered for this long from the
- * first, then applied as one status write: a pod replacement moves a Deployment's status three or four times
- * and hands over several leases within a second. Spec changes are reconciled at once.
+ * Changes a CR only reports (its workloads' rollout progress, handovers) are gathered while they keep coming —
+ * until none came for half a second, at most 3 s — and then reconciled as one status write: a pod replacement
+ * moves a Deployment's status three or four times and hands over several leases within a second. Spec changes
+ * are reconciled at once.
  */
-const STATUS_COALESCE_MS = 1000;
+const STATUS_BATCH = { quietMs: 500, maxMs: 3000 };
 
 type Named = { metadata?: { name?: string; labels?: Record<string, string> } };
 
@@ -44,6 +46,7 @@ export class Operator {
   private readonly webhook: WebhookController | undefined;
   private readonly elector: LeaderElector | undefined;
   private readonly operatorLogLevels = new Map<string, LogLevel>();
+  private readonly statusChanges = new Batcher<undefined>(STATUS_BATCH, (driver) => this.enqueue(driver));
   private leading = false;
 
   constructor(
@@ -171,10 +174,10 @@ export class Operator {
     this.metrics.queueDepth.set({ queue: 'clustercsidriver' }, this.queue.len());
   }
 
-  /** A change the driver's status reports: gathered with the others of the next STATUS_COALESCE_MS. */
+  /** A change the driver's status reports: reconciled with the others that come with it (STATUS_BATCH). */
   private enqueueSoon(name: string | undefined): void {
     if (!name || !this.leading) return;
-    this.queue.addAfter(name, STATUS_COALESCE_MS);
+    this.statusChanges.add(name, undefined);
   }
 
   private workloadsOf(driver: string): Workload[] {

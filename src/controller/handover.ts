@@ -17,10 +17,12 @@ import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../handover/ove
 import { releaseRecord } from '../handover/release.js';
 import { handoversMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
-import { Batcher, type EventRecorder } from '../kube/events.js';
+import { Batcher } from '../kube/batcher.js';
+import type { EventRecorder } from '../kube/events.js';
 import { isConflict, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
 import { type InformerView, keyOf } from '../kube/informer.js';
 import { WorkQueue } from '../kube/workqueue.js';
+import { WrittenOver } from '../kube/written-over.js';
 import { gatePatch, statePatch } from '../webhook/admission.js';
 import type { Metrics } from '../metrics.js';
 
@@ -42,9 +44,10 @@ export interface HandoverDeps {
 }
 
 const TOMBSTONE_TTL_MS = 10 * 60_000;
-/** How long the Events of a driver's handovers are gathered from the first. */
-const EVENT_BATCH_MS = 1000;
-type Told = { h: HandoverRecord; newPod?: V1Pod };
+/** The Events of a driver's handovers are gathered until none came for half a second (at most 3 s). */
+const EVENT_BATCH = { quietMs: 500, maxMs: 3000 };
+/** How long a version we wrote over is taken as out of date before the watch brings its successor. */
+const WRITTEN_OVER_TRUST_MS = 5000;
 const PATCHES = { gate: gatePatch, state: statePatch };
 const leaseKeyOf = (l: V1Lease): LeaseKey => ({ namespace: l.metadata?.namespace ?? '', name: l.metadata?.name ?? '' });
 
@@ -54,17 +57,21 @@ export class HandoverController {
   private readonly nodes = new Map<string, V1Node>();
   private readonly tracker = new HandoverTracker();
   private readonly refusalsCounted = new Set<string>();
+  /** Versions of leases and pods our writes replaced, while the cache still has them. */
+  private readonly writtenOver: WrittenOver;
   /** When to start new pods before the release (src/handover/overlap.ts), learned from what every replica observes. */
   private readonly overlap = new OverlapModel();
   /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
   private readonly letGo = new Map<string, LetGo>();
   readonly queue: WorkQueue;
   /** Handovers to tell as Events, gathered per driver (a rollout moves several leases within a second). */
-  private readonly told = new Batcher<Told>(EVENT_BATCH_MS, (driver, told) => this.tell(driver, told));
+  private readonly told: Batcher<HandoverRecord>;
   private readonly telling = new Set<Promise<void>>();
   private active = false;
 
   constructor(private readonly d: HandoverDeps) {
+    this.writtenOver = new WrittenOver(WRITTEN_OVER_TRUST_MS, d.now);
+    this.told = new Batcher<HandoverRecord>(EVENT_BATCH, (driver, told) => this.tell(driver, told), d.now);
     this.queue = new WorkQueue({
       name: 'handover',
       concurrency: 4,
@@ -186,6 +193,7 @@ export class HandoverController {
     if (!hasHandoverGate(pod) && !this.letGo.has(uid) && (previous ? hasHandoverGate(previous.pod) : early)) this.letGo.set(uid, { at: this.d.now(), early });
     const o = observePod(previous, pod);
     this.observed.set(uid, o);
+    this.writtenOver.forget(`pod/${uid}`);
     if (pod.metadata?.deletionTimestamp) {
       const deletion = Date.parse(String(pod.metadata.deletionTimestamp));
       const grace = o.gracefulDeletionSeconds ?? pod.metadata.deletionGracePeriodSeconds ?? 0;
@@ -197,6 +205,7 @@ export class HandoverController {
   private podGone(pod: V1Pod): void {
     const uid = pod.metadata?.uid ?? keyOf(pod);
     this.observed.set(uid, observePodGone(this.observed.get(uid), pod, this.d.now()));
+    this.writtenOver.forget(`pod/${uid}`);
     this.podChanged(pod);
     const cutoff = this.d.now() - TOMBSTONE_TTL_MS;
     this.observed.dropGoneBefore(cutoff);
@@ -220,6 +229,7 @@ export class HandoverController {
 
   private leaseSeen(lease: V1Lease, old?: V1Lease): void {
     this.leaseHolders.set(lease);
+    this.writtenOver.forget(`lease/${keyOf(lease)}`);
     const key = leaseKeyOf(lease);
     const s = this.snapshot();
     const term = this.tracker.term(key);
@@ -238,6 +248,7 @@ export class HandoverController {
 
   private leaseGone(lease: V1Lease): void {
     this.leaseHolders.delete(lease);
+    this.writtenOver.forget(`lease/${keyOf(lease)}`);
     this.tracker.forget(leaseKeyOf(lease));
   }
 
@@ -280,6 +291,11 @@ export class HandoverController {
       return;
     }
     if (plan.action !== 'release' || !lease.spec) return;
+    // A version we already wrote over (released, or refused with 409) is out of date: its successor is on its way
+    // in the watch, and a write on it could only fail.
+    const rv = lease.metadata?.resourceVersion;
+    const written = `lease/${key.namespace}/${key.name}`;
+    if (this.writtenOver.has(written, rv, 'release')) return;
     // Written on the cached version the plan was decided on, with its resourceVersion as the precondition: if
     // the Lease changed since (a renewal, a new holder, another release), the API server refuses (409) and the
     // next event decides again. A fresh GET first would buy no safety the precondition does not give (it
@@ -290,13 +306,15 @@ export class HandoverController {
     const metadata = { ...lease.metadata, managedFields: undefined, annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
     try {
       await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
+      this.writtenOver.note(written, rv, 'release');
     } catch (err) {
       if (isNotFound(err)) return;
       if (!isConflict(err)) throw err;
-      // Someone else moved (a renewal, a candidate), or the cache was behind: decide again on the next version.
+      // Someone else moved (a renewal, a candidate): decide again on the next version the watch brings.
+      this.writtenOver.note(written, rv, 'release');
       this.d.metrics.releaseConflicts.inc();
       log.info({ holder: plan.holder }, 'lease changed before the release write (409): deciding again');
-      return { requeueAfterMs: 100 };
+      return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
     }
     this.d.metrics.releases.inc({ released_by: 'operator' });
     log.info({ holder: plan.holder, pod: plan.pod, evidence: plan.evidence }, 'released the lease of a dead holder');
@@ -306,7 +324,12 @@ export class HandoverController {
   /** Whether the pod was patched (false: gone or changed meanwhile). */
   private async carryOut(a: PodAction, log: Logger): Promise<boolean> {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
+    // Decided again on the version this very patch was written over (another event came before its echo): done.
+    const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
+    const patch = JSON.stringify(a.patch);
+    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, patch)) return false;
     const done = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
+    if (done) this.writtenOver.note(written, a.pod.metadata?.resourceVersion, patch);
     if (!done || a.kind !== 'lift') return done;
     this.d.metrics.gatesLifted.inc({ reason: a.reason });
     if (a.warning) {
@@ -348,7 +371,7 @@ export class HandoverController {
 
   private async reportHandover(h: HandoverRecord, s: HandoverSnapshot): Promise<void> {
     this.learn(h, s);
-    const { driver, renewing } = handoverOwner(s, h);
+    const driver = handoverOwner(s, h);
     if (!driver) return; // not a lease of a managed workload
     if (this.d.reports.add(driver, h)) this.d.onReportChanged(driver);
     this.d.log.info({ lease: `${h.namespace}/${h.lease}`, oldHolder: h.oldHolder, newHolder: h.newHolder, gapMs: h.gapMs, releasedBy: h.releasedBy, driver }, 'lease handed over');
@@ -356,26 +379,15 @@ export class HandoverController {
     if (!this.active) return;
     if (h.gapMs !== undefined) this.d.metrics.handoverGap.observe({ namespace: h.namespace, lease: h.lease, released_by: h.releasedBy }, h.gapMs / 1000);
     if (h.releasedBy !== 'operator') this.d.metrics.releases.inc({ released_by: h.releasedBy });
-    this.told.add(driver, { h, newPod: renewing && !renewing.gone ? renewing.pod : undefined });
+    this.told.add(driver, h);
   }
 
-  /** The Events of the handovers a driver saw together: one on its CR, one on each new leader pod. */
-  private tell(driver: string, told: Told[]): void {
-    const sent = (async () => {
-      await this.d.events.emit({ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver }, 'Normal', 'LeaseHandedOver', handoversMessage(told.map((t) => t.h)));
-      const byPod = new Map<string, { pod: V1Pod; hs: HandoverRecord[] }>();
-      for (const { h, newPod } of told) {
-        const uid = newPod?.metadata?.uid;
-        if (!newPod || !uid) continue;
-        const entry = byPod.get(uid) ?? { pod: newPod, hs: [] };
-        entry.hs.push(h);
-        byPod.set(uid, entry);
-      }
-      for (const { pod, hs } of byPod.values()) {
-        const m = pod.metadata;
-        await this.d.events.emit({ apiVersion: 'v1', kind: 'Pod', name: m?.name ?? '', namespace: m?.namespace, uid: m?.uid }, 'Normal', 'LeaseAcquired', handoversMessage(hs));
-      }
-    })();
+  /**
+   * One Event on the driver's CR for the handovers it saw together, naming each lease's old and new holder. (Until
+   * 2026-12 each new leader pod got a LeaseAcquired Event too: a second write per handover saying the same.)
+   */
+  private tell(driver: string, told: HandoverRecord[]): void {
+    const sent = this.d.events.emit({ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver }, 'Normal', 'LeaseHandedOver', handoversMessage(told));
     this.telling.add(sent);
     void sent.finally(() => this.telling.delete(sent));
   }

@@ -10,7 +10,7 @@ import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
 import type { InformerView } from '../kube/informer.js';
 import { WorkQueue } from '../kube/workqueue.js';
 import type { Metrics } from '../metrics.js';
-import { CA_ROTATED_AT, carryOut, type CertPolicy, planCerts, readCertSecret } from '../webhook/certs.js';
+import { CA_ROTATED_AT, type CertPolicy, planCerts, readCertSecret } from '../webhook/certs.js';
 import type { WebhookServer } from '../webhook/server.js';
 
 export type CertSource = 'self' | 'service-ca';
@@ -121,6 +121,7 @@ export class WebhookController {
       const published = current !== undefined && (mwc.webhooks ?? []).every((w) => decode(w.clientConfig.caBundle).includes(current));
       const step = planCerts(state, this.d.policy, published, now);
       if (step.action !== 'none') {
+        const { carryOut } = await import('../webhook/issue.js');
         await this.writeSecret(secret, carryOut(step, state, this.d.policy, now));
         this.d.metrics.certRotations.inc({ step: step.action });
         this.d.log.info({ step: step.action, reason: step.reason }, 'webhook certificates: rotation step written');

@@ -204,9 +204,8 @@ export function observeLease(s: HandoverSnapshot, lease: V1Lease, term: { holder
   };
 }
 
-/** Whose handover it is: the driver of the workload of the pod that renews now (else the old holder's), and that pod. */
-export function handoverOwner(s: HandoverSnapshot, h: HandoverRecord): { driver?: string; renewing?: ObservedPod } {
-  const renewing = s.renewingPod({ namespace: h.namespace, identity: h.newHolder });
-  const pod = renewing ?? s.renewingPod({ namespace: h.namespace, identity: h.oldHolder });
-  return { driver: pod && s.workloadOf(pod.pod)?.metadata?.labels?.[DRIVER_LABEL], renewing };
+/** Whose handover it is: the driver of the workload of the pod that renews now (else the old holder's). */
+export function handoverOwner(s: HandoverSnapshot, h: HandoverRecord): string | undefined {
+  const pod = s.renewingPod({ namespace: h.namespace, identity: h.newHolder }) ?? s.renewingPod({ namespace: h.namespace, identity: h.oldHolder });
+  return pod && s.workloadOf(pod.pod)?.metadata?.labels?.[DRIVER_LABEL];
 }

@@ -73,38 +73,3 @@ export class EventRecorder {
     if (this.written.size > REMEMBERED) this.written.delete(this.written.keys().next().value ?? '');
   }
 }
-
-/**
- * Gathers items per key for `windowMs` from the first, then hands them over together: one Event for what
- * happened at once instead of one per item. `flush` hands over everything pending now (on shutdown).
- */
-export class Batcher<T> {
-  private readonly pending = new Map<string, { items: T[]; timer: NodeJS.Timeout }>();
-
-  constructor(
-    private readonly windowMs: number,
-    private readonly deliver: (key: string, items: T[]) => void,
-  ) {}
-
-  add(key: string, item: T): void {
-    const p = this.pending.get(key);
-    if (p) {
-      p.items.push(item);
-      return;
-    }
-    const timer = setTimeout(() => this.deliverKey(key), this.windowMs);
-    this.pending.set(key, { items: [item], timer });
-  }
-
-  flush(): void {
-    for (const key of [...this.pending.keys()]) this.deliverKey(key);
-  }
-
-  private deliverKey(key: string): void {
-    const p = this.pending.get(key);
-    if (!p) return;
-    clearTimeout(p.timer);
-    this.pending.delete(key);
-    this.deliver(key, p.items);
-  }
-}

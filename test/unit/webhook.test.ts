@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { namespaceSelectorFor } from '../../src/controller/webhook.js';
 import { AdmissionReview, allowed, podOf } from '../../src/webhook/admission.js';
-import { CA_CERT, CA_PROPAGATION_MS, CA_ROTATED_AT, carryOut, type CertPolicy, type CertState, planCerts, readCertSecret, servingTrusted, serviceDnsNames, TLS_CERT, TLS_KEY } from '../../src/webhook/certs.js';
+import { carryOut } from '../../src/webhook/issue.js';
+import { CA_CERT, CA_PROPAGATION_MS, CA_ROTATED_AT, type CertPolicy, type CertState, planCerts, readCertSecret, servingTrusted, serviceDnsNames, TLS_CERT, TLS_KEY } from '../../src/webhook/certs.js';
 
 const review = (object: unknown, extra: Record<string, unknown> = {}) => ({
   apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
