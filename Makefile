@@ -6,7 +6,7 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale typecheck build clean
+.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
@@ -20,6 +20,7 @@ help:
 	@echo "make bench-kubelet   what a real kubelet reports, and when, through a pod's start and graceful deletion"
 	@echo "make bench-race      companion mode's race: did the new pod try the lease before its release? (RACE_ROLLOUTS)"
 	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
+	@echo "make bench-cache     heap per cached pod and node: as served, without managedFields, as the engine keeps them"
 
 deps: .local/.deps-ok
 .local/.deps-ok: package.json package-lock.json hack/deps.sh
@@ -80,6 +81,9 @@ bench-race: deps bins
 bench-scale: deps bins
 	CSI_HANDOVER_KWOK_NODES=2 hack/cluster.sh up
 	npx tsx hack/bench/scale.ts
+
+bench-cache: deps
+	node --expose-gc --import tsx hack/bench/cache-size.ts
 
 clean:
 	hack/cluster.sh wipe || true

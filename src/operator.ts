@@ -30,7 +30,7 @@ import { WebhookServer } from './webhook/server.js';
  */
 const STATUS_BATCH = { quietMs: 500, maxMs: 3000 };
 
-type Named = { metadata?: { name?: string; labels?: Record<string, string> } };
+type Named = { metadata?: { name?: string; generation?: number; labels?: Record<string, string> } };
 
 export class Operator {
   private readonly drivers: Informer<Named>;
@@ -127,11 +127,14 @@ export class Operator {
       onDone: (_key, _ms, outcome) => metrics.reconciles.inc({ controller: 'clustercsidriver', outcome }),
     });
     // Every replica follows spec.operatorLogLevel, so a standby that takes over logs at the level asked for.
-    const onDriver = (o: Named) => {
+    const onDriver = (o: Named, old?: Named) => {
       const name = o.metadata?.name ?? '';
       const v = validateSpec(((o as { spec?: Record<string, unknown> }).spec) ?? {});
       this.setOperatorLogLevel(name, v.ok ? v.spec.operatorLogLevel : undefined);
-      this.enqueue(name);
+      // A new spec is acted on at once; a status-only change (mostly our own write coming back) only needs a look,
+      // with the next batch of reported changes.
+      if (old && old.metadata?.generation === o.metadata?.generation) this.enqueueSoon(name);
+      else this.enqueue(name);
     };
     this.drivers.on('add', onDriver).on('update', onDriver).on('delete', (o) => {
       this.setOperatorLogLevel(o.metadata?.name ?? '', undefined);

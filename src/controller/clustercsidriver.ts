@@ -172,4 +172,9 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
   }
   await ctx.http.apply(`${objectPath(cr.metadata.name)}/status`, { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, metadata: { name: cr.metadata.name }, status }, FIELD_MANAGER);
   ctx.metrics.statusWrites.inc();
+  ctx.log.debug({
+    driver: cr.metadata.name,
+    conditions: conditions.filter((c) => !conditionsUpToDate([c], current.conditions)).map((c) => c.type),
+    handover: !handoverUpToDate,
+  }, 'status applied');
 }
