@@ -405,6 +405,9 @@ interface MetricsSample {
   rssBytes?: number;
   /** V8 heap in use: unlike RSS, not inflated by the heap room V8 reserves and keeps */
   heapUsedBytes?: number;
+  /** what V8 has reserved for the heap, and memory outside it (Buffers, TLS): with the heap used, where RSS goes */
+  heapTotalBytes?: number;
+  externalBytes?: number;
   cpuSeconds?: number;
   apiRequests?: number;
   requestsBy?: Record<string, number>;
@@ -427,6 +430,8 @@ async function scrape(): Promise<MetricsSample | undefined> {
       t: Date.now(), phase, leader: leader.metadata?.name ?? '',
       rssBytes: metricSum(all, 'csi_handover_process_resident_memory_bytes'),
       heapUsedBytes: metricSum(all, 'csi_handover_nodejs_heap_size_used_bytes'),
+      heapTotalBytes: metricSum(all, 'csi_handover_nodejs_heap_size_total_bytes'),
+      externalBytes: metricSum(all, 'csi_handover_nodejs_external_memory_bytes'),
       cpuSeconds: metricSum(all, 'csi_handover_process_cpu_seconds_total'),
       apiRequests: metricSum(all, 'csi_handover_api_requests_total'),
       requestsBy,
@@ -541,6 +546,8 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
   };
   const rss = series((s) => s.rssBytes);
   const heap = series((s) => s.heapUsedBytes);
+  const heapTotal = series((s) => s.heapTotalBytes);
+  const external = series((s) => s.externalBytes);
   const idleRss = r.idle?.rssBytes;
   const cpuIntervals = inPhase.slice(1).map((s, i) => {
     const prev = inPhase[i];
@@ -572,6 +579,7 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
     ['operator RSS trend (least squares)', rss.per10Min === undefined ? 'n/a' : `${sign(rss.per10Min)} MiB / 10 min`, growthVerdict(rss.per10Min, ' / 10 min')],
     ['operator RSS, first → last third (mean)', rss.thirds ? `${rss.thirds.first.mean.toFixed(1)} → ${rss.thirds.last.mean.toFixed(1)} MiB` : 'n/a', ''],
     ['operator V8 heap used, max in handover phase', mib(heap.max), ''],
+    ['operator V8 heap reserved / external memory, max', `${mib(heapTotal.max)} / ${mib(external.max)}`, ''],
     ['operator V8 heap used floor, first → last third (min)', heap.thirds ? `${heap.thirds.first.min.toFixed(1)} → ${heap.thirds.last.min.toFixed(1)} MiB` : 'n/a', growthVerdict(heapFloorGrowth, ' over the run')],
     ['operator CPU, mean / max interval', cpuMean === undefined ? 'n/a' : `${cpuMean.toFixed(1)}% / ${Math.max(...cpuIntervals, 0).toFixed(1)}% of a core`,
       verdict(cpuMean === undefined ? undefined : cpuMean <= TARGETS.cpuMeanPercent, `mean > ${TARGETS.cpuMeanPercent}%`)],
@@ -608,6 +616,8 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
       deleteToReleaseMs: { p50: percentile(deleteToRelease, 50), p99: percentile(deleteToRelease, 99) },
       rssMiB: { atStart: idleRss === undefined ? undefined : idleRss / MiB, max: rss.max, firstThird: rss.thirds?.first, lastThird: rss.thirds?.last, trendPer10Min: rss.per10Min },
       heapUsedMiB: { max: heap.max, firstThird: heap.thirds?.first, lastThird: heap.thirds?.last, trendPer10Min: heap.per10Min },
+      heapTotalMiB: { max: heapTotal.max, firstThird: heapTotal.thirds?.first, lastThird: heapTotal.thirds?.last },
+      externalMiB: { max: external.max },
       cpuPercentOfCore: { mean: cpuMean, maxInterval: cpuIntervals.length ? Math.max(...cpuIntervals) : undefined },
       apiRequests: { total: requests, perHandover, perLeaseReleased: perLease, byVerbResource: Object.fromEntries(breakdown), note: requestsNote },
       renewals,
