@@ -56,7 +56,8 @@ export class HandoverController {
   private readonly leaseHolders = new LeaseHolderIndex();
   private readonly nodes = new Map<string, V1Node>();
   private readonly tracker = new HandoverTracker();
-  private readonly refusalsCounted = new Set<string>();
+  /** lease key → the refusal (holder and reason) counted for it: one per lease, replaced when the holder or reason changes */
+  private readonly refusalsCounted = new Map<string, string>();
   /** Versions of leases and pods our writes replaced, while the cache still has them. */
   private readonly writtenOver: WrittenOver;
   /** When to start new pods before the release (src/handover/overlap.ts), learned from what every replica observes. */
@@ -249,6 +250,7 @@ export class HandoverController {
   private leaseGone(lease: V1Lease): void {
     this.leaseHolders.delete(lease);
     this.writtenOver.forget(`lease/${keyOf(lease)}`);
+    this.refusalsCounted.delete(keyOf(lease));
     this.tracker.forget(leaseKeyOf(lease));
   }
 
@@ -282,10 +284,10 @@ export class HandoverController {
     const log = this.d.log.child({ lease: `${key.namespace}/${key.name}` });
     if (plan.action === 'refuse') {
       // Counted once per holder and reason: the same refusal is re-decided on every event until the lease expires.
-      const once = `${key.namespace}/${key.name}|${plan.holder}|${plan.reason}`;
-      if (this.refusalsCounted.has(once)) return;
-      if (this.refusalsCounted.size >= 10_000) this.refusalsCounted.clear();
-      this.refusalsCounted.add(once);
+      const leaseKey = `${key.namespace}/${key.name}`;
+      const refusal = `${plan.holder}|${plan.reason}`;
+      if (this.refusalsCounted.get(leaseKey) === refusal) return;
+      this.refusalsCounted.set(leaseKey, refusal);
       this.d.metrics.refusedReleases.inc({ reason: plan.reason });
       log.info({ holder: plan.holder, reason: plan.reason, message: plan.message }, 'not releasing this lease');
       return;

@@ -2,7 +2,7 @@
 // client-go's recorder does: a repeat of the same event (object, type, reason, message) bumps the existing
 // Event's count and lastTimestamp instead of creating another. Best effort: an Event that cannot be written is
 // logged, never retried at the expense of real work.
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { type Clock, kubeTime, systemClock } from '../clock.js';
 import { isNotFound, type KubeHttp, PatchType } from './http.js';
@@ -33,7 +33,8 @@ export class EventRecorder {
   async emit(target: EventTarget, type: 'Normal' | 'Warning', reason: string, message: string): Promise<void> {
     const ns = target.namespace || 'default';
     const now = kubeTime(this.now());
-    const key = JSON.stringify([target.apiVersion, target.kind, ns, target.name, target.uid ?? '', type, reason, message]);
+    // Remembered by digest: messages run to a kilobyte and 4,096 of them would keep megabytes for nothing.
+    const key = createHash('sha256').update(JSON.stringify([target.apiVersion, target.kind, ns, target.name, target.uid ?? '', type, reason, message])).digest('base64');
     try {
       const seen = this.written.get(key);
       if (seen) {
