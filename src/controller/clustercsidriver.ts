@@ -158,7 +158,8 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
   const report = ctx.handoverReport(cr.metadata.name);
   const conditions: Condition[] = withTransitionTimes([...computeConditions(o), handoverCondition(report, current.conditions)], current.conditions, kubeTime(ctx.now()));
   const handover = report ? handoverStatus(report) : undefined;
-  const handoverUpToDate = JSON.stringify(handover) === JSON.stringify((current as { handover?: unknown }).handover);
+  // Compared by content: the API server hands a custom resource back with its keys sorted, not in our order.
+  const handoverUpToDate = sameContent(handover, (current as { handover?: unknown }).handover);
   const standalone = ctx.mode === 'standalone';
   const observedGeneration = cr.metadata.generation ?? 0;
   const generationsUpToDate = generations.every((g) =>
@@ -178,3 +179,11 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
     handover: !handoverUpToDate,
   }, 'status applied');
 }
+
+/** JSON with every object's keys sorted and undefined members dropped: equal for equal content, whatever the key order. */
+export function canonicalJson(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x);
+}
+
+const sameContent = (a: unknown, b: unknown): boolean => canonicalJson(a) === canonicalJson(b);
