@@ -236,7 +236,7 @@ export class HandoverController {
     const term = this.tracker.term(key);
     const observation = observeLease(s, lease, term && { holder: term.holder, pod: term.pod === undefined ? undefined : this.observed.get(term.pod) });
     const record = this.tracker.observe(key, observation, s.now);
-    if (record) void this.reportHandover(record, s);
+    if (record) this.reportHandover(record, s);
     this.enqueue(`lease/${key.namespace}/${key.name}`);
     // Leadership moved: the new holder's workload re-checks deletion costs and gates. Renewals skip this.
     const holder = observation.holder;
@@ -281,13 +281,13 @@ export class HandoverController {
 
   private async carryOutLease(s: HandoverSnapshot, lease: V1Lease, plan: LeasePlan): Promise<{ requeueAfterMs?: number } | void> {
     const key = leaseKeyOf(lease);
-    const log = this.d.log.child({ lease: `${key.namespace}/${key.name}` });
+    const id = keyOf(lease);
+    const log = this.d.log.child({ lease: id });
     if (plan.action === 'refuse') {
       // Counted once per holder and reason: the same refusal is re-decided on every event until the lease expires.
-      const leaseKey = `${key.namespace}/${key.name}`;
       const refusal = `${plan.holder}|${plan.reason}`;
-      if (this.refusalsCounted.get(leaseKey) === refusal) return;
-      this.refusalsCounted.set(leaseKey, refusal);
+      if (this.refusalsCounted.get(id) === refusal) return;
+      this.refusalsCounted.set(id, refusal);
       this.d.metrics.refusedReleases.inc({ reason: plan.reason });
       log.info({ holder: plan.holder, reason: plan.reason, message: plan.message }, 'not releasing this lease');
       return;
@@ -296,7 +296,7 @@ export class HandoverController {
     // A version we already wrote over (released, or refused with 409) is out of date: its successor is on its way
     // in the watch, and a write on it could only fail.
     const rv = lease.metadata?.resourceVersion;
-    const written = `lease/${key.namespace}/${key.name}`;
+    const written = `lease/${id}`;
     if (this.writtenOver.has(written, rv, 'release')) return;
     // Written on the cached version the plan was decided on, with its resourceVersion as the precondition: if
     // the Lease changed since (a renewal, a new holder, another release), the API server refuses (409) and the
@@ -371,7 +371,7 @@ export class HandoverController {
     }
   }
 
-  private async reportHandover(h: HandoverRecord, s: HandoverSnapshot): Promise<void> {
+  private reportHandover(h: HandoverRecord, s: HandoverSnapshot): void {
     this.learn(h, s);
     const driver = handoverOwner(s, h);
     if (!driver) return; // not a lease of a managed workload
