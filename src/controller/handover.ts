@@ -194,7 +194,7 @@ export class HandoverController {
     if (!hasHandoverGate(pod) && !this.letGo.has(uid) && (previous ? hasHandoverGate(previous.pod) : early)) this.letGo.set(uid, { at: this.d.now(), early });
     const o = observePod(previous, pod);
     this.observed.set(uid, o);
-    this.writtenOver.forget(`pod/${uid}`);
+    this.writtenOver.seen(`pod/${uid}`, pod.metadata?.resourceVersion);
     if (pod.metadata?.deletionTimestamp) {
       const deletion = Date.parse(String(pod.metadata.deletionTimestamp));
       const grace = o.gracefulDeletionSeconds ?? pod.metadata.deletionGracePeriodSeconds ?? 0;
@@ -206,7 +206,7 @@ export class HandoverController {
   private podGone(pod: V1Pod): void {
     const uid = pod.metadata?.uid ?? keyOf(pod);
     this.observed.set(uid, observePodGone(this.observed.get(uid), pod, this.d.now()));
-    this.writtenOver.forget(`pod/${uid}`);
+    this.writtenOver.gone(`pod/${uid}`);
     this.podChanged(pod);
     const cutoff = this.d.now() - TOMBSTONE_TTL_MS;
     this.observed.dropGoneBefore(cutoff);
@@ -230,7 +230,7 @@ export class HandoverController {
 
   private leaseSeen(lease: V1Lease, old?: V1Lease): void {
     this.leaseHolders.set(lease);
-    this.writtenOver.forget(`lease/${keyOf(lease)}`);
+    this.writtenOver.seen(`lease/${keyOf(lease)}`, lease.metadata?.resourceVersion);
     const key = leaseKeyOf(lease);
     const s = this.snapshot();
     const term = this.tracker.term(key);
@@ -249,7 +249,7 @@ export class HandoverController {
 
   private leaseGone(lease: V1Lease): void {
     this.leaseHolders.delete(lease);
-    this.writtenOver.forget(`lease/${keyOf(lease)}`);
+    this.writtenOver.gone(`lease/${keyOf(lease)}`);
     this.refusalsCounted.delete(keyOf(lease));
     this.tracker.forget(leaseKeyOf(lease));
   }
@@ -307,8 +307,8 @@ export class HandoverController {
     // Marked, so every replica (and the next leader) can tell our release from the holder's own.
     const metadata = { ...lease.metadata, managedFields: undefined, annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
     try {
-      await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
-      this.writtenOver.note(written, rv, 'release');
+      const updated = await this.d.http.request<V1Lease | undefined>('PUT', path, { body: { ...lease, metadata, spec } });
+      this.writtenOver.note(written, rv, 'release', updated?.metadata?.resourceVersion);
     } catch (err) {
       if (isNotFound(err)) return;
       if (!isConflict(err)) throw err;
@@ -328,11 +328,13 @@ export class HandoverController {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
     // Decided again on the version this very patch was written over (another event came before its echo): done.
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
-    const patch = JSON.stringify(a.patch);
-    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, patch)) return false;
-    const done = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
-    if (done) this.writtenOver.note(written, a.pod.metadata?.resourceVersion, patch);
-    if (!done || a.kind !== 'lift') return done;
+    // A lift is one write whatever record it leaves (decided on an older version, it carries another annotation).
+    const write = a.kind === 'lift' ? 'lift' : JSON.stringify(a.patch);
+    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) return false;
+    const patched = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
+    if (!patched) return false;
+    this.writtenOver.note(written, a.pod.metadata?.resourceVersion, write, patched.metadata?.resourceVersion);
+    if (a.kind !== 'lift') return true;
     this.d.metrics.gatesLifted.inc({ reason: a.reason });
     if (a.warning) {
       const m = a.pod.metadata;
@@ -341,14 +343,15 @@ export class HandoverController {
     return true;
   }
 
-  private async patchPod(pod: V1Pod, patch: unknown, type: PatchType, log: Logger, what: string): Promise<boolean> {
+  /** The patched pod as the server returned it; undefined: gone or changed meanwhile. */
+  private async patchPod(pod: V1Pod, patch: unknown, type: PatchType, log: Logger, what: string): Promise<V1Pod | undefined> {
     try {
-      await this.d.http.patch(`/api/v1/namespaces/${pod.metadata?.namespace}/pods/${pod.metadata?.name}`, patch, type);
+      const patched = await this.d.http.patch<V1Pod | undefined>(`/api/v1/namespaces/${pod.metadata?.namespace}/pods/${pod.metadata?.name}`, patch, type);
       log.info({ pod: pod.metadata?.name }, what);
-      return true;
+      return patched ?? {};
     } catch (err) {
       // Gone or changed meanwhile (the test op failed): the next event decides again.
-      if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) return false;
+      if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) return undefined;
       throw err;
     }
   }
