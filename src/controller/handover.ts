@@ -179,7 +179,8 @@ export class HandoverController {
       const patch = hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp ? liftGatePatch(pod) : undefined;
       if (!patch) continue;
       const action: PodAction = { kind: 'lift', pod, reason: 'operator-leaving', message: why, patch };
-      if (await this.carryOut(action, this.d.log).catch(() => false)) lifted++;
+      const done = await this.carryOut(action, this.d.log).catch(() => false);
+      if (done !== false) lifted++; // 'stale': our lift of it is written already
     }
     return lifted;
   }
@@ -269,8 +270,12 @@ export class HandoverController {
       if (!dep) return;
       const plan = planWorkload(s, dep, s.now, this.d.gateTimeoutMs, this.earlyLift(s));
       const log = this.d.log.child({ workload: key.slice('workload/'.length) });
-      for (const action of plan.actions) await this.carryOut(action, log);
-      return plan.requeueAfterMs === undefined ? undefined : { requeueAfterMs: plan.requeueAfterMs };
+      let requeue = plan.requeueAfterMs;
+      for (const action of plan.actions) {
+        // Skipped as decided on a version our write replaced: its echo re-decides, or this look once the trust is over.
+        if ((await this.carryOut(action, log)) === 'stale') requeue = Math.min(requeue ?? Infinity, WRITTEN_OVER_TRUST_MS);
+      }
+      return requeue === undefined ? undefined : { requeueAfterMs: requeue };
     }
     if (kind === 'orphan-gate') {
       const pod = this.d.pods.get(`${ns}/${name}`);
@@ -297,7 +302,7 @@ export class HandoverController {
     // in the watch, and a write on it could only fail.
     const rv = lease.metadata?.resourceVersion;
     const written = `lease/${id}`;
-    if (this.writtenOver.has(written, rv, 'release')) return;
+    if (this.writtenOver.has(written, rv, 'release')) return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
     // Written on the cached version the plan was decided on, with its resourceVersion as the precondition: if
     // the Lease changed since (a renewal, a new holder, another release), the API server refuses (409) and the
     // next event decides again. A fresh GET first would buy no safety the precondition does not give (it
@@ -323,14 +328,14 @@ export class HandoverController {
     if (plan.recheck) this.enqueue(`workload/${plan.recheck}`);
   }
 
-  /** Whether the pod was patched (false: gone or changed meanwhile). */
-  private async carryOut(a: PodAction, log: Logger): Promise<boolean> {
+  /** Whether the pod was patched (false: gone or changed meanwhile; 'stale': decided on a version our same write replaced). */
+  private async carryOut(a: PodAction, log: Logger): Promise<boolean | 'stale'> {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
     // Decided again on the version this very patch was written over (another event came before its echo): done.
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
     // A lift is one write whatever record it leaves (decided on an older version, it carries another annotation).
     const write = a.kind === 'lift' ? 'lift' : JSON.stringify(a.patch);
-    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) return false;
+    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) return 'stale';
     const patched = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
     if (!patched) return false;
     this.writtenOver.note(written, a.pod.metadata?.resourceVersion, write, patched.metadata?.resourceVersion);
