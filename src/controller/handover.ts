@@ -332,6 +332,11 @@ export class HandoverController {
   private async carryOut(a: PodAction, log: Logger): Promise<boolean | 'stale'> {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
     // Decided again on the version this very patch was written over (another event came before its echo): done.
+    // Decided on a snapshot taken before the workload's earlier writes were awaited: if the pod has a newer
+    // version since, its event has queued a fresh look, which decides on it (this one could only repeat a write).
+    const current = this.d.pods.get(keyOf(a.pod));
+    if (!current) return false;
+    if (current.metadata?.resourceVersion !== a.pod.metadata?.resourceVersion) return 'stale';
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
     // A lift is one write whatever record it leaves (decided on an older version, it carries another annotation).
     const write = a.kind === 'lift' ? 'lift' : JSON.stringify(a.patch);
@@ -356,7 +361,10 @@ export class HandoverController {
       return patched ?? {};
     } catch (err) {
       // Gone or changed meanwhile (the test op failed): the next event decides again.
-      if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) return undefined;
+      if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) {
+        log.debug({ pod: pod.metadata?.name, resourceVersion: pod.metadata?.resourceVersion, patch, err: String(err) }, `pod patch refused, gone or changed meanwhile (${what})`);
+        return undefined;
+      }
       throw err;
     }
   }
