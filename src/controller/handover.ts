@@ -272,7 +272,8 @@ export class HandoverController {
       const log = this.d.log.child({ workload: key.slice('workload/'.length) });
       let requeue = plan.requeueAfterMs;
       for (const action of plan.actions) {
-        // Skipped as decided on a version our write replaced: its echo re-decides, or this look once the trust is over.
+        // Skipped as decided on an outdated version: the newer one's event decides again, or this look once the
+        // written-over trust is over (in case that event never comes).
         if ((await this.carryOut(action, log)) === 'stale') requeue = Math.min(requeue ?? Infinity, WRITTEN_OVER_TRUST_MS);
       }
       return requeue === undefined ? undefined : { requeueAfterMs: requeue };
@@ -331,14 +332,14 @@ export class HandoverController {
   /** Whether the pod was patched (false: gone or changed meanwhile; 'stale': decided on a version our same write replaced). */
   private async carryOut(a: PodAction, log: Logger): Promise<boolean | 'stale'> {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
-    // Decided again on the version this very patch was written over (another event came before its echo): done.
     // Decided on a snapshot taken before the workload's earlier writes were awaited: if the pod has a newer
     // version since, its event has queued a fresh look, which decides on it (this one could only repeat a write).
     const current = this.d.pods.get(keyOf(a.pod));
     if (!current) return false;
     if (current.metadata?.resourceVersion !== a.pod.metadata?.resourceVersion) return 'stale';
+    // Decided again on a version this very write replaced (another event came before its echo): done. A lift is
+    // one write whatever record it leaves (decided on an older version, it carries another annotation).
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
-    // A lift is one write whatever record it leaves (decided on an older version, it carries another annotation).
     const write = a.kind === 'lift' ? 'lift' : JSON.stringify(a.patch);
     if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) return 'stale';
     const patched = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
