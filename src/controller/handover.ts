@@ -303,7 +303,10 @@ export class HandoverController {
     // in the watch, and a write on it could only fail.
     const rv = lease.metadata?.resourceVersion;
     const written = `lease/${id}`;
-    if (this.writtenOver.has(written, rv, 'release')) return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
+    if (this.writtenOver.has(written, rv, 'release')) {
+      log.debug({ resourceVersion: rv }, 'release written over this version already: skipped');
+      return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
+    }
     // Written on the cached version the plan was decided on, with its resourceVersion as the precondition: if
     // the Lease changed since (a renewal, a new holder, another release), the API server refuses (409) and the
     // next event decides again. A fresh GET first would buy no safety the precondition does not give (it
@@ -313,13 +316,16 @@ export class HandoverController {
     // Marked, so every replica (and the next leader) can tell our release from the holder's own.
     const metadata = { ...lease.metadata, managedFields: undefined, annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
     try {
-      const updated = await this.d.http.request<V1Lease | undefined>('PUT', path, { body: { ...lease, metadata, spec } });
-      this.writtenOver.note(written, rv, 'release', updated?.metadata?.resourceVersion);
+      await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
+      // Stale is only the version released over: a write under its resourceVersion leaves no version between
+      // it and ours, and the next holder's versions (a standby that takes the lease may be the next to die)
+      // must be decided on at once — a release held back costs the new pod a retry period.
+      this.writtenOver.note(written, rv, 'release', undefined, this.d.leases.get(id)?.metadata?.resourceVersion);
     } catch (err) {
       if (isNotFound(err)) return;
       if (!isConflict(err)) throw err;
       // Someone else moved (a renewal, a candidate): decide again on the next version the watch brings.
-      this.writtenOver.note(written, rv, 'release');
+      this.writtenOver.note(written, rv, 'release', undefined, this.d.leases.get(id)?.metadata?.resourceVersion);
       this.d.metrics.releaseConflicts.inc();
       log.info({ holder: plan.holder }, 'lease changed before the release write (409): deciding again');
       return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
@@ -336,15 +342,21 @@ export class HandoverController {
     // version since, its event has queued a fresh look, which decides on it (this one could only repeat a write).
     const current = this.d.pods.get(keyOf(a.pod));
     if (!current) return false;
-    if (current.metadata?.resourceVersion !== a.pod.metadata?.resourceVersion) return 'stale';
+    if (current.metadata?.resourceVersion !== a.pod.metadata?.resourceVersion) {
+      log.debug({ pod: a.pod.metadata?.name, decidedOn: a.pod.metadata?.resourceVersion, cached: current.metadata?.resourceVersion, action: a.kind }, 'pod changed since the decision: deciding again');
+      return 'stale';
+    }
     // Decided again on a version this very write replaced (another event came before its echo): done. A lift is
     // one write whatever record it leaves (decided on an older version, it carries another annotation).
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
     const write = a.kind === 'lift' ? 'lift' : JSON.stringify(a.patch);
-    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) return 'stale';
+    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) {
+      log.debug({ pod: a.pod.metadata?.name, decidedOn: a.pod.metadata?.resourceVersion, action: a.kind }, 'written over already: skipped');
+      return 'stale';
+    }
     const patched = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
     if (!patched) return false;
-    this.writtenOver.note(written, a.pod.metadata?.resourceVersion, write, patched.metadata?.resourceVersion);
+    this.writtenOver.note(written, a.pod.metadata?.resourceVersion, write, patched.metadata?.resourceVersion, this.d.pods.get(keyOf(a.pod))?.metadata?.resourceVersion);
     if (a.kind !== 'lift') return true;
     this.d.metrics.gatesLifted.inc({ reason: a.reason });
     if (a.warning) {

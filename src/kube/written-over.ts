@@ -22,9 +22,14 @@ export class WrittenOver {
     private readonly now: Clock,
   ) {}
 
-  /** Our write `what` replaced version `before` of the object `key` and produced `after` (or found `before` replaced: no `after`). */
-  note(key: string, before: string | undefined, what: string, after?: string): void {
-    if (!before) return;
+  /**
+   * Our write `what` replaced version `before` of the object `key` and produced `after` (or found `before`
+   * replaced: no `after`). `cached`: the version the cache holds as the write returns; if it is no longer
+   * `before`, the watch has brought a successor first (our write's echo can come before its response), so the
+   * cache is not behind and nothing is noted.
+   */
+  note(key: string, before: string | undefined, what: string, after: string | undefined, cached: string | undefined): void {
+    if (!before || cached !== before) return;
     let writes = this.written.get(key);
     if (!writes) this.written.set(key, (writes = new Map()));
     writes.set(what, { before, after, at: this.now() });
