@@ -179,8 +179,7 @@ export class HandoverController {
       const patch = hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp ? liftGatePatch(pod) : undefined;
       if (!patch) continue;
       const action: PodAction = { kind: 'lift', pod, reason: 'operator-leaving', message: why, patch };
-      const done = await this.carryOut(action, this.d.log).catch(() => false);
-      if (done !== false) lifted++; // 'stale': our lift of it is written already
+      if (await this.carryOut(action, this.d.log).catch(() => false)) lifted++;
     }
     return lifted;
   }
@@ -195,7 +194,7 @@ export class HandoverController {
     if (!hasHandoverGate(pod) && !this.letGo.has(uid) && (previous ? hasHandoverGate(previous.pod) : early)) this.letGo.set(uid, { at: this.d.now(), early });
     const o = observePod(previous, pod);
     this.observed.set(uid, o);
-    this.writtenOver.seen(`pod/${uid}`, pod.metadata?.resourceVersion);
+    this.writtenOver.forget(`pod/${uid}`);
     if (pod.metadata?.deletionTimestamp) {
       const deletion = Date.parse(String(pod.metadata.deletionTimestamp));
       const grace = o.gracefulDeletionSeconds ?? pod.metadata.deletionGracePeriodSeconds ?? 0;
@@ -207,7 +206,7 @@ export class HandoverController {
   private podGone(pod: V1Pod): void {
     const uid = pod.metadata?.uid ?? keyOf(pod);
     this.observed.set(uid, observePodGone(this.observed.get(uid), pod, this.d.now()));
-    this.writtenOver.gone(`pod/${uid}`);
+    this.writtenOver.forget(`pod/${uid}`);
     this.podChanged(pod);
     const cutoff = this.d.now() - TOMBSTONE_TTL_MS;
     this.observed.dropGoneBefore(cutoff);
@@ -231,7 +230,7 @@ export class HandoverController {
 
   private leaseSeen(lease: V1Lease, old?: V1Lease): void {
     this.leaseHolders.set(lease);
-    this.writtenOver.seen(`lease/${keyOf(lease)}`, lease.metadata?.resourceVersion);
+    this.writtenOver.forget(`lease/${keyOf(lease)}`);
     const key = leaseKeyOf(lease);
     const s = this.snapshot();
     const term = this.tracker.term(key);
@@ -250,7 +249,7 @@ export class HandoverController {
 
   private leaseGone(lease: V1Lease): void {
     this.leaseHolders.delete(lease);
-    this.writtenOver.gone(`lease/${keyOf(lease)}`);
+    this.writtenOver.forget(`lease/${keyOf(lease)}`);
     this.refusalsCounted.delete(keyOf(lease));
     this.tracker.forget(leaseKeyOf(lease));
   }
@@ -270,13 +269,8 @@ export class HandoverController {
       if (!dep) return;
       const plan = planWorkload(s, dep, s.now, this.d.gateTimeoutMs, this.earlyLift(s));
       const log = this.d.log.child({ workload: key.slice('workload/'.length) });
-      let requeue = plan.requeueAfterMs;
-      for (const action of plan.actions) {
-        // Skipped as decided on an outdated version: the newer one's event decides again, or this look once the
-        // written-over trust is over (in case that event never comes).
-        if ((await this.carryOut(action, log)) === 'stale') requeue = Math.min(requeue ?? Infinity, WRITTEN_OVER_TRUST_MS);
-      }
-      return requeue === undefined ? undefined : { requeueAfterMs: requeue };
+      for (const action of plan.actions) await this.carryOut(action, log);
+      return plan.requeueAfterMs === undefined ? undefined : { requeueAfterMs: plan.requeueAfterMs };
     }
     if (kind === 'orphan-gate') {
       const pod = this.d.pods.get(`${ns}/${name}`);
@@ -303,10 +297,7 @@ export class HandoverController {
     // in the watch, and a write on it could only fail.
     const rv = lease.metadata?.resourceVersion;
     const written = `lease/${id}`;
-    if (this.writtenOver.has(written, rv, 'release')) {
-      log.debug({ resourceVersion: rv }, 'release written over this version already: skipped');
-      return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
-    }
+    if (this.writtenOver.has(written, rv, 'release')) return;
     // Written on the cached version the plan was decided on, with its resourceVersion as the precondition: if
     // the Lease changed since (a renewal, a new holder, another release), the API server refuses (409) and the
     // next event decides again. A fresh GET first would buy no safety the precondition does not give (it
@@ -317,15 +308,12 @@ export class HandoverController {
     const metadata = { ...lease.metadata, managedFields: undefined, annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
     try {
       await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
-      // Stale is only the version released over: a write under its resourceVersion leaves no version between
-      // it and ours, and the next holder's versions (a standby that takes the lease may be the next to die)
-      // must be decided on at once — a release held back costs the new pod a retry period.
-      this.writtenOver.note(written, rv, 'release', undefined, this.d.leases.get(id)?.metadata?.resourceVersion);
+      this.writtenOver.note(written, rv, 'release');
     } catch (err) {
       if (isNotFound(err)) return;
       if (!isConflict(err)) throw err;
       // Someone else moved (a renewal, a candidate): decide again on the next version the watch brings.
-      this.writtenOver.note(written, rv, 'release', undefined, this.d.leases.get(id)?.metadata?.resourceVersion);
+      this.writtenOver.note(written, rv, 'release');
       this.d.metrics.releaseConflicts.inc();
       log.info({ holder: plan.holder }, 'lease changed before the release write (409): deciding again');
       return { requeueAfterMs: WRITTEN_OVER_TRUST_MS };
@@ -335,29 +323,16 @@ export class HandoverController {
     if (plan.recheck) this.enqueue(`workload/${plan.recheck}`);
   }
 
-  /** Whether the pod was patched (false: gone or changed meanwhile; 'stale': decided on a version our same write replaced). */
-  private async carryOut(a: PodAction, log: Logger): Promise<boolean | 'stale'> {
+  /** Whether the pod was patched (false: gone or changed meanwhile). */
+  private async carryOut(a: PodAction, log: Logger): Promise<boolean> {
     const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
-    // Decided on a snapshot taken before the workload's earlier writes were awaited: if the pod has a newer
-    // version since, its event has queued a fresh look, which decides on it (this one could only repeat a write).
-    const current = this.d.pods.get(keyOf(a.pod));
-    if (!current) return false;
-    if (current.metadata?.resourceVersion !== a.pod.metadata?.resourceVersion) {
-      log.debug({ pod: a.pod.metadata?.name, decidedOn: a.pod.metadata?.resourceVersion, cached: current.metadata?.resourceVersion, action: a.kind }, 'pod changed since the decision: deciding again');
-      return 'stale';
-    }
-    // Decided again on a version this very write replaced (another event came before its echo): done. A lift is
-    // one write whatever record it leaves (decided on an older version, it carries another annotation).
+    // Decided again on the version this very patch was written over (another event came before its echo): done.
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
-    const write = a.kind === 'lift' ? 'lift' : JSON.stringify(a.patch);
-    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, write)) {
-      log.debug({ pod: a.pod.metadata?.name, decidedOn: a.pod.metadata?.resourceVersion, action: a.kind }, 'written over already: skipped');
-      return 'stale';
-    }
-    const patched = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
-    if (!patched) return false;
-    this.writtenOver.note(written, a.pod.metadata?.resourceVersion, write, patched.metadata?.resourceVersion, this.d.pods.get(keyOf(a.pod))?.metadata?.resourceVersion);
-    if (a.kind !== 'lift') return true;
+    const patch = JSON.stringify(a.patch);
+    if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, patch)) return false;
+    const done = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
+    if (done) this.writtenOver.note(written, a.pod.metadata?.resourceVersion, patch);
+    if (!done || a.kind !== 'lift') return done;
     this.d.metrics.gatesLifted.inc({ reason: a.reason });
     if (a.warning) {
       const m = a.pod.metadata;
@@ -366,18 +341,14 @@ export class HandoverController {
     return true;
   }
 
-  /** The patched pod as the server returned it; undefined: gone or changed meanwhile. */
-  private async patchPod(pod: V1Pod, patch: unknown, type: PatchType, log: Logger, what: string): Promise<V1Pod | undefined> {
+  private async patchPod(pod: V1Pod, patch: unknown, type: PatchType, log: Logger, what: string): Promise<boolean> {
     try {
-      const patched = await this.d.http.patch<V1Pod | undefined>(`/api/v1/namespaces/${pod.metadata?.namespace}/pods/${pod.metadata?.name}`, patch, type);
+      await this.d.http.patch(`/api/v1/namespaces/${pod.metadata?.namespace}/pods/${pod.metadata?.name}`, patch, type);
       log.info({ pod: pod.metadata?.name }, what);
-      return patched ?? {};
+      return true;
     } catch (err) {
       // Gone or changed meanwhile (the test op failed): the next event decides again.
-      if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) {
-        log.debug({ pod: pod.metadata?.name, resourceVersion: pod.metadata?.resourceVersion, patch, err: String(err) }, `pod patch refused, gone or changed meanwhile (${what})`);
-        return undefined;
-      }
+      if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) return false;
       throw err;
     }
   }
