@@ -47,7 +47,9 @@ const flagNames = {
   leaseName: ['lease-name', 'LEASE_NAME', 'csi-handover-leader'],
   leaseDuration: ['lease-duration', 'LEASE_DURATION', '15s'],
   renewDeadline: ['renew-deadline', 'RENEW_DEADLINE', '10s'],
-  retryPeriod: ['retry-period', 'RETRY_PERIOD', '2s'],
+  // The CSI sidecars' own defaults (15s / 10s / 5s). A standby watches the Lease and tries the moment it is
+  // released, so the retry period paces only the leader's renewals: 12 writes a minute, where 2s made 30.
+  retryPeriod: ['retry-period', 'RETRY_PERIOD', '5s'],
   identity: ['identity', 'POD_NAME', hostname()],
   bindAddress: ['bind-address', 'BIND_ADDRESS', '0.0.0.0'],
   httpPort: ['http-port', 'HTTP_PORT', '8080'],
