@@ -2,9 +2,9 @@
 import { createServer } from 'node:http';
 import { loadConfig } from './config.js';
 import { type ClusterAccess, inClusterAccess } from './kube/config.js';
-import { KubeHttp, resourceOf } from './kube/http.js';
+import { KubeHttp } from './kube/http.js';
 import { makeLogger } from './log.js';
-import { makeMetrics } from './metrics.js';
+import { countRequestsOf, makeMetrics } from './metrics.js';
 import { Operator } from './operator.js';
 
 let cfg;
@@ -23,7 +23,7 @@ try {
   process.exit(2);
 }
 const metrics = makeMetrics();
-const http = new KubeHttp(access, (verb, path, status) => metrics.apiRequests.inc({ verb, resource: resourceOf(path), code: String(status) }));
+const http = new KubeHttp(access, countRequestsOf(metrics, 'controllers'));
 const operator = new Operator(cfg, http, log, metrics, (code) => process.exit(code));
 
 const server = createServer((req, res) => {

@@ -1,5 +1,6 @@
 // The operator's Prometheus metrics, on one registry served at /metrics.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { type RequestObserver, resourceOf } from './kube/http.js';
 
 export function makeMetrics() {
   const registry = new Registry();
@@ -49,9 +50,17 @@ export function makeMetrics() {
     name: 'csi_handover_overlap_lost_total', help: 'New pods started before the release whose sidecar then waited a retry period (the workload waits for releases again until relearned)', registers: [registry],
   });
   const apiRequests = new Counter({
-    name: 'csi_handover_api_requests_total', help: 'Requests the operator made to the API server (watch streams as WATCH), by verb, resource and HTTP status (0: no response)',
-    labelNames: ['verb', 'resource', 'code'] as const, registers: [registry],
+    name: 'csi_handover_api_requests_total',
+    help: 'Requests the operator made to the API server (watch streams as WATCH), by caller (leader-election: its own Lease; controllers: all its work), verb, resource and HTTP status (0: no response)',
+    labelNames: ['caller', 'verb', 'resource', 'code'] as const, registers: [registry],
   });
   return { registry, overlapLost, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;
+
+/**
+ * Counts a client's requests under `caller`: the operator's own leader election renews on a clock, whatever the
+ * handovers, so it is told apart from the work (`controllers`) that handovers cause.
+ */
+export const countRequestsOf = (metrics: Metrics, caller: 'leader-election' | 'controllers'): RequestObserver =>
+  (verb, path, status) => metrics.apiRequests.inc({ caller, verb, resource: resourceOf(path), code: String(status) });

@@ -18,7 +18,7 @@ import { Informer, type InformerView, keyOf, withoutManagedFields } from './kube
 import { WorkQueue } from './kube/workqueue.js';
 import { LeaderElector } from './leaderelection/elector.js';
 import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
-import type { Metrics } from './metrics.js';
+import { countRequestsOf, type Metrics } from './metrics.js';
 import { serviceDnsNames } from './webhook/certs.js';
 import { WebhookServer } from './webhook/server.js';
 
@@ -146,7 +146,7 @@ export class Operator {
     }
     if (cfg.leaderElection) {
       this.elector = new LeaderElector({
-        http, log, namespace: cfg.leaderElectionNamespace, name: cfg.leaseName, identity: cfg.identity,
+        http: http.observedBy(countRequestsOf(metrics, 'leader-election')), log, namespace: cfg.leaderElectionNamespace, name: cfg.leaseName, identity: cfg.identity,
         timings: { leaseDurationMs: cfg.leaseDuration, renewDeadlineMs: cfg.renewDeadline, retryPeriodMs: cfg.retryPeriod },
         onStartedLeading: () => this.startLeading(),
         onStoppedLeading: () => {

@@ -137,12 +137,12 @@ export async function operatorMetric(http: KubeHttp, series: string): Promise<nu
 
 /**
  * The operator leader's API requests so far, from csi_handover_api_requests_total: `"<verb> <resource>"` →
- * count (every status code summed).
+ * count (every status code summed); only those of `caller` (`leader-election`, `controllers`) when given.
  */
-export async function operatorRequests(http: KubeHttp): Promise<Map<string, number>> {
+export async function operatorRequests(http: KubeHttp, caller?: string): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   for (const s of parseMetrics(await leaderMetricsText(http))) {
-    if (s.name !== 'csi_handover_api_requests_total') continue;
+    if (s.name !== 'csi_handover_api_requests_total' || (caller !== undefined && s.labels.caller !== caller)) continue;
     const key = `${s.labels.verb} ${s.labels.resource}`;
     out.set(key, (out.get(key) ?? 0) + s.value);
   }

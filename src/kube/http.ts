@@ -85,13 +85,19 @@ export class KubeHttp {
   constructor(
     private readonly access: ClusterAccess,
     private readonly observer?: RequestObserver,
+    shared?: { agent: HttpAgent; send1: typeof httpsRequest },
   ) {
     const tls = new URL(access.server).protocol === 'https:';
     // Keep-alive connections, one per concurrent request or watch (HTTP/1.1, as client-go without HTTP/2).
-    this.agent = tls
+    this.agent = shared?.agent ?? (tls
       ? new HttpsAgent({ keepAlive: true, ca: access.ca, cert: access.cert, key: access.key, servername: access.serverName, rejectUnauthorized: !access.insecureSkipTLSVerify })
-      : new HttpAgent({ keepAlive: true });
-    this.send1 = tls ? httpsRequest : httpRequest;
+      : new HttpAgent({ keepAlive: true }));
+    this.send1 = shared?.send1 ?? (tls ? httpsRequest : httpRequest);
+  }
+
+  /** The same client (credentials, connections) telling its requests to another observer: requests counted per caller. */
+  observedBy(observer: RequestObserver): KubeHttp {
+    return new KubeHttp(this.access, observer, { agent: this.agent, send1: this.send1 });
   }
 
   url(path: string, query: Query = {}): URL {

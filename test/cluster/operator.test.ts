@@ -11,7 +11,7 @@ import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, kubectl, localDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader, operatorMetric, operatorPods } from '../../hack/lib/operator.js';
+import { installOperator, operatorLeader, operatorMetric, operatorPods, operatorRequests } from '../../hack/lib/operator.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
@@ -166,6 +166,19 @@ describe('ClusterCSIDriver log level (standalone)', () => {
     await waitFor('a reconcile after the touch', 30_000, async () => (await reconcileCount()) > before);
     expect(await workloadVersions()).toEqual(versions);
     expect((await getCR()).status).toEqual(cr0.status);
+  });
+
+  it('counts the requests of its own leader election apart from its work', async () => {
+    // The leader renews its Lease every retry period (5s by default), whatever its work: one PUT more within 15s.
+    const renewals = async () => (await operatorRequests(http, 'leader-election')).get('PUT leases') ?? 0;
+    const leasePutsAsWork = async () => (await operatorRequests(http, 'controllers')).get('PUT leases') ?? 0;
+    const [before, workBefore] = [await renewals(), await leasePutsAsWork()];
+    await waitFor('a renewal of the operator lease', 15_000, async () => (await renewals()) > before);
+    // Nothing is handed over meanwhile: a lease PUT counted as work would be a renewal miscounted.
+    expect(await leasePutsAsWork(), 'no renewal counted as work').toBe(workBefore);
+    const own = await operatorRequests(http, 'leader-election');
+    expect([...own.keys()].filter((k) => !k.endsWith(' leases')), 'leader election touches only leases').toEqual([]);
+    expect((await operatorRequests(http, 'controllers')).get('WATCH pods') ?? 0, 'the controllers watch pods').toBeGreaterThan(0);
   });
 
   it('an invalid logLevel is rejected by the CRD', async () => {
