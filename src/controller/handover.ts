@@ -12,7 +12,7 @@ import { LeaseHolderIndex } from '../handover/lease-holder-index.js';
 import { type HandoverRecord, HandoverTracker, type LeaseKey } from '../handover/measure.js';
 import { isTerminating, type ObservedPod, observePod, observePodGone, podRef } from '../handover/observed-pod.js';
 import { ObservedPods } from '../handover/observed-pods.js';
-import { type AdmissionPlan, type EarlyLift, handoverOwner, OVERLAP_STATE_PREFIX, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
+import { type AdmissionPlan, alreadyDone, type EarlyLift, handoverOwner, OVERLAP_STATE_PREFIX, heldLeases, type LeasePlan, observeLease, type PodAction, planAdmission, planLease, planOrphanGate, planWorkload } from '../handover/plan.js';
 import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../handover/overlap.js';
 import { releaseRecord } from '../handover/release.js';
 import { handoversMessage, type HandoverReports } from '../handover/report.js';
@@ -330,6 +330,8 @@ export class HandoverController {
     const written = `pod/${a.pod.metadata?.uid ?? keyOf(a.pod)}`;
     const patch = JSON.stringify(a.patch);
     if (this.writtenOver.has(written, a.pod.metadata?.resourceVersion, patch)) return false;
+    // Or already in place on the version the cache holds now (the echo of an earlier write came meanwhile).
+    if (alreadyDone(a, this.d.pods.get(keyOf(a.pod)))) return false;
     const done = await this.patchPod(a.pod, a.patch, a.kind === 'lift' ? PatchType.json : PatchType.merge, log, what);
     if (done) this.writtenOver.note(written, a.pod.metadata?.resourceVersion, patch);
     if (!done || a.kind !== 'lift') return done;

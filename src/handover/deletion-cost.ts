@@ -12,8 +12,15 @@ export function desiredDeletionCost(leasesHeld: number): string | undefined {
   return leasesHeld > 0 ? LEADER_COST : undefined;
 }
 
+/** A merge patch of a pod's annotations (null removes one). */
+export interface AnnotationPatch { metadata: { annotations: Record<string, string | null> } }
+
+/** Whether the pod already carries every annotation the patch writes (null: absent). */
+export const carriesAnnotations = (pod: V1Pod, patch: AnnotationPatch): boolean =>
+  Object.entries(patch.metadata.annotations).every(([k, v]) => (pod.metadata?.annotations?.[k] ?? null) === v);
+
 /** The merge patch to apply, or undefined when the pod already carries the right cost (treating absent as 0). */
-export function deletionCostPatch(pod: V1Pod, leasesHeld: number): unknown {
+export function deletionCostPatch(pod: V1Pod, leasesHeld: number): AnnotationPatch | undefined {
   const current = pod.metadata?.annotations?.[DELETION_COST];
   const want = desiredDeletionCost(leasesHeld);
   if ((current ?? '0') === (want ?? '0')) return undefined;

@@ -2,7 +2,7 @@
 // what to tell and when to look again. The controller only routes events to keys and carries plans out.
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { DRIVER_LABEL, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../api/names.js';
-import { deletionCostPatch } from './deletion-cost.js';
+import { type AnnotationPatch, carriesAnnotations, deletionCostPatch } from './deletion-cost.js';
 import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending, waitingFor } from './gate.js';
 import { parseKubeTime } from './kube-time.js';
 import type { HandoverRecord, LeaseObservation } from './measure.js';
@@ -43,9 +43,21 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
 }
 
 export type PodAction =
-  | { kind: 'set-deletion-cost'; pod: V1Pod; patch: unknown }
-  | { kind: 'hold'; pod: V1Pod; message: string; patch: unknown }
+  | { kind: 'set-deletion-cost'; pod: V1Pod; patch: AnnotationPatch }
+  | { kind: 'hold'; pod: V1Pod; message: string; patch: AnnotationPatch }
   | { kind: 'lift'; pod: V1Pod; reason: Extract<GateDecision, { lift: true }>['reason'] | 'unmanaged' | 'operator-leaving'; message: string; patch: unknown[]; warning?: { reason: string; message: string } };
+
+/**
+ * Whether a pod action, decided on an earlier version of its pod, is already carried out on `current` (the pod as
+ * the cache holds it when the patch is due): a workload's actions are decided on one snapshot and written one after
+ * another, and a pod's newer version (our previous write's echo) can arrive meanwhile. A lift on a pod without our
+ * gate would be refused (its test fails: 422), an annotation patch already in place would change nothing. A pod
+ * gone from the cache, or replaced by another of its name, needs nothing either: its own events decide for it.
+ */
+export function alreadyDone(a: PodAction, current: V1Pod | undefined): boolean {
+  if (!current || current.metadata?.uid !== a.pod.metadata?.uid) return true;
+  return a.kind === 'lift' ? !hasHandoverGate(current) : carriesAnnotations(current, a.patch);
+}
 
 export interface WorkloadPlan {
   /** "namespace/lease ← pod" for each lease still held by a terminating pod of the workload not proven dead */

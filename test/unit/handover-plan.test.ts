@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
-import { handoverOwner, type LeasePlan, observeLease, planAdmission, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
+import { alreadyDone, handoverOwner, type LeasePlan, observeLease, planAdmission, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
 import { gatePatch, statePatch } from '../../src/webhook/admission.js';
 
 const PATCHES = { gate: gatePatch, state: statePatch };
@@ -163,6 +163,35 @@ describe('planWorkload', () => {
     const plan = planWorkload(snapshotOf({ deployments: [dep], pods, leases: [], nodes }, NOW), dep, NOW, GATE_TIMEOUT);
     const lift = plan.actions[0];
     expect(lift?.kind === 'lift' && lift.patch.at(-1)).toEqual({ op: 'replace', path: '/metadata/annotations/csi-handover.io~1handover-state', value: 'started: the old leader released its leases' });
+  });
+});
+
+describe('alreadyDone (a pod action decided on an older version of its pod, due now)', () => {
+  const dep = deployment();
+  const nodes = [ready('n1')];
+  const actionOn = (pods: ObservedPod[], leases: V1Lease[], kind: string) => {
+    const a = planWorkload(snapshotOf({ deployments: [dep], pods, leases, nodes }, NOW), dep, NOW, GATE_TIMEOUT).actions.find((x) => x.kind === kind);
+    if (!a) throw new Error(`no ${kind} planned`);
+    return a;
+  };
+  const lift = actionOn([observed('ctrl-new', { gated: true, waited: 'waiting for x' })], [], 'lift');
+  const cost = actionOn([observed('ctrl-a')], [lease('ctrl-a')], 'set-deletion-cost');
+  const uncost = actionOn([observed('ctrl-a', { cost: '100' })], [], 'set-deletion-cost');
+  const hold = actionOn([observed('ctrl-old', { deleting: true }), observed('ctrl-new', { gated: true, ageMs: 1_000 })], [lease('ctrl-old')], 'hold');
+  const holding = 'waiting for csi/external-attacher-leader ← ctrl-old';
+  it.each<[string, ReturnType<typeof actionOn>, V1Pod | undefined, boolean]>([
+    ['a lift on the same pod, still gated: to do', lift, observed('ctrl-new', { gated: true, waited: 'waiting for x' }).pod, false],
+    ['a lift on a pod whose gate is gone (our earlier lift’s echo): done, a write would be refused (422)', lift, observed('ctrl-new').pod, true],
+    ['a cost on a pod without it: to do', cost, observed('ctrl-a').pod, false],
+    ['a cost on a pod that carries it now: done', cost, observed('ctrl-a', { cost: '100' }).pod, true],
+    ['a cost removal on a pod that still has it: to do', uncost, observed('ctrl-a', { cost: '100' }).pod, false],
+    ['a cost removal on a pod without it: done', uncost, observed('ctrl-a').pod, true],
+    ['a hold whose message is not on the pod: to do', hold, observed('ctrl-new', { gated: true, waited: 'waiting for something else' }).pod, false],
+    ['a hold whose message the pod carries: done', hold, observed('ctrl-new', { gated: true, waited: holding }).pod, true],
+    ['the pod gone from the cache: nothing to do', cost, undefined, true],
+    ['another pod of the same name now: nothing to do for the old one', cost, { ...observed('ctrl-a').pod, metadata: { ...observed('ctrl-a').pod.metadata, uid: 'other' } }, true],
+  ])('%s', (_name, action, current, done) => {
+    expect(alreadyDone(action, current)).toBe(done);
   });
 });
 
