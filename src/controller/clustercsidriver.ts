@@ -5,6 +5,7 @@ import type { V1DaemonSet, V1Deployment, V1PodSpec } from '@kubernetes/client-no
 import type { Logger } from 'pino';
 import { ClusterCSIDriver, type Condition, GROUP, KIND, objectPath, validateSpec, VERSION, type GenerationStatus } from '../api/clustercsidriver.js';
 import { isConflict, type KubeHttp } from '../kube/http.js';
+import { sameContent } from '../kube/same-content.js';
 import type { ReconcileResult } from '../kube/workqueue.js';
 import { DRIVER_LABEL, FIELD_MANAGER } from '../api/names.js';
 import { type Clock, kubeTime } from '../clock.js';
@@ -179,11 +180,3 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
     handover: !handoverUpToDate,
   }, 'status applied');
 }
-
-/** JSON with every object's keys sorted and undefined members dropped: equal for equal content, whatever the key order. */
-export function canonicalJson(v: unknown): string {
-  return JSON.stringify(v, (_k, x: unknown) =>
-    x && typeof x === 'object' && !Array.isArray(x) ? Object.fromEntries(Object.entries(x).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : x);
-}
-
-const sameContent = (a: unknown, b: unknown): boolean => canonicalJson(a) === canonicalJson(b);

@@ -8,6 +8,7 @@ import { FIELD_MANAGER } from '../api/names.js';
 import type { Clock } from '../clock.js';
 import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
 import type { InformerView } from '../kube/informer.js';
+import { sameContent } from '../kube/same-content.js';
 import { WorkQueue } from '../kube/workqueue.js';
 import type { Metrics } from '../metrics.js';
 import { CA_ROTATED_AT, type CertPolicy, planCerts, readCertSecret } from '../webhook/certs.js';
@@ -45,7 +46,6 @@ export function namespaceSelectorFor(namespaces: readonly string[]): { matchExpr
 }
 
 const decode = (b64: string | undefined): string => (b64 ? Buffer.from(b64, 'base64').toString('utf8') : '');
-const sameJson = (a: unknown, b: unknown): boolean => JSON.stringify(a) === JSON.stringify(b);
 
 export class WebhookController {
   readonly queue: WorkQueue;
@@ -131,7 +131,7 @@ export class WebhookController {
       nextCheckAt = step.nextCheckAt;
     }
     const namespaceSelector = namespaceSelectorFor(this.d.deployments().map((dep) => dep.metadata?.namespace ?? ''));
-    const stale = (mwc.webhooks ?? []).filter((w) => !sameJson(w.namespaceSelector, namespaceSelector) || (caBundle !== undefined && w.clientConfig.caBundle !== caBundle));
+    const stale = (mwc.webhooks ?? []).filter((w) => !sameContent(w.namespaceSelector, namespaceSelector) || (caBundle !== undefined && w.clientConfig.caBundle !== caBundle));
     if (stale.length) {
       const webhooks = (mwc.webhooks ?? []).map((w) => ({ name: w.name, namespaceSelector, ...(caBundle !== undefined ? { clientConfig: { caBundle } } : {}) }));
       try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { canonicalJson } from '../../src/controller/clustercsidriver.js';
+import { canonicalJson } from '../../src/kube/same-content.js';
 import { handoverStatus, withHandover } from '../../src/handover/report.js';
 
 /** What the API server hands back for a custom resource: the same content, keys sorted (Go maps), no undefined. */
