@@ -27,6 +27,7 @@ export const Config = z.object({
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
   handoverGate: bool,
   gateTimeout: duration,
+  earlyStart: bool,
   webhookPort: z.coerce.number().int().min(0).max(65535),
   webhookCertSource: z.enum(['self', 'service-ca']),
   webhookSecret: z.string().min(1),
@@ -56,6 +57,9 @@ const flagNames = {
   logLevel: ['log-level', 'LOG_LEVEL', 'info'],
   handoverGate: ['handover-gate', 'HANDOVER_GATE', 'true'],
   gateTimeout: ['gate-timeout', 'GATE_TIMEOUT', '60s'],
+  // Start new pods before the release where the operator predicts the old leader is released first
+  // (src/handover/overlap.ts). Off by default: it saves a few hundred ms, and a wrong prediction costs a retry period.
+  earlyStart: ['early-start', 'EARLY_START', 'false'],
   // The pod admission webhook (0: not served). Its certificates: issued and rotated by the operator (self), or
   // by OpenShift's service-ca operator, which writes the Secret and injects the caBundle (service-ca).
   webhookPort: ['webhook-port', 'WEBHOOK_PORT', '9443'],

@@ -75,6 +75,7 @@ export class Operator {
       leases: union(this.leases), pods: union(this.pods), nodes: this.nodes,
       deployments: () => this.deployments.flatMap((i) => i.list()),
       gateTimeoutMs: cfg.gateTimeout,
+      earlyStart: cfg.earlyStart,
       reports,
       onReportChanged: (driver) => this.enqueueSoon(driver),
       now: systemClock,

@@ -37,6 +37,8 @@ export interface HandoverDeps {
   /** Managed controller Deployments (labelled with the driver label). */
   deployments: () => V1Deployment[];
   gateTimeoutMs: number;
+  /** Let new pods go before the release where the overlap model predicts it safe (otherwise it only learns). */
+  earlyStart: boolean;
   reports: HandoverReports;
   /** A driver's handover report changed: its status needs an apply. */
   onReportChanged: (driver: string) => void;
@@ -129,7 +131,8 @@ export class HandoverController {
   }
 
   /** The earliest moment a new pod of `dep` may start while `holder` is being stopped (undefined: wait for the release). */
-  private earlyLift(s: HandoverSnapshot): EarlyLift {
+  private earlyLift(s: HandoverSnapshot): EarlyLift | undefined {
+    if (!this.d.earlyStart) return undefined;
     return (holder) => {
       const dep = s.workloadOf(holder.pod);
       const p = dep && this.overlap.predict(workloadRef(dep), holder.pod.spec?.nodeName);

@@ -9,6 +9,9 @@ describe('loadConfig', () => {
       leaseDuration: 15_000, renewDeadline: 10_000, retryPeriod: 500, httpPort: 8080, bindAddress: '0.0.0.0',
     });
     expect(loadConfig(['--mode', 'standalone'], { CSI_HANDOVER_MODE: 'companion' }).mode).toBe('standalone');
+    // The sidecars' own retry period; early starts only when asked for.
+    expect(loadConfig([], {})).toMatchObject({ retryPeriod: 5_000, earlyStart: false });
+    expect(loadConfig([], { EARLY_START: 'true' }).earlyStart).toBe(true);
   });
   it.each([
     [['--mode=both'], /mode/],
@@ -16,6 +19,7 @@ describe('loadConfig', () => {
     [['--renew-deadline=20s'], /renew deadline must be shorter than the lease duration/],
     [['--retry-period=10s'], /retry period must be shorter than the renew deadline/],
     [['--http-port=0'], /httpPort/],
+    [['--early-start=yes'], /earlyStart/],
     [['--no-such-flag=1'], /no-such-flag/],
   ])('rejects %j with a readable error', (argv, message) => {
     expect(() => loadConfig(argv, {})).toThrow(message);

@@ -55,7 +55,7 @@ function setup() {
   nodes.put(node('n2', 'True'));
   const c = new HandoverController({
     http: {} as KubeHttp, metrics: {} as Metrics, events: {} as EventRecorder, log: pino({ level: 'silent' }),
-    leases, pods, nodes, deployments: () => [deployment('a'), deployment('b'), electingElsewhere], gateTimeoutMs: 60_000,
+    leases, pods, nodes, deployments: () => [deployment('a'), deployment('b'), electingElsewhere], gateTimeoutMs: 60_000, earlyStart: false,
     reports: new HandoverReports(() => undefined), onReportChanged: () => undefined, now: () => 0,
   });
   vi.spyOn(c.queue, 'start').mockImplementation(() => undefined);
