@@ -13,6 +13,7 @@ import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, deploySample, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
 import { installOperator, operatorLeader, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
+import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 
 const http = clusterHttp();
 const leases = Object.values(SAMPLE_LEASES);
@@ -77,8 +78,26 @@ async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: H
   return { handovers, fromDeletion, before, after };
 }
 
+/** Every replica's log, read from the nodes as it is written (a deleted leader's too): what a slow handover is told by. */
+const operatorLog = new PodLogFollower('csi-handover', 'csi-handover');
+
+/** What the operator logged about the pods of a slow handover, from a little before the old leader's stop. */
+function tellSlowHandovers(r: { handovers: Handover[] }, boundMs: number): void {
+  const slow = r.handovers.filter((h) => (h.gapMs ?? Infinity) >= boundMs);
+  if (!slow.length) return;
+  const from = Math.min(...slow.map((h) => h.stopAt ?? Date.now())) - 5_000;
+  const pods = new Set(slow.flatMap((h) => [h.oldHolder, h.newHolder]));
+  console.log(`slow handovers: ${slow.map((h) => `${h.lease} ${h.oldHolder} → ${h.newHolder} ${h.gapMs} ms`).join('; ')}; the operator's log:`);
+  for (const pod of operatorLog.pods()) {
+    for (const e of operatorLog.entries(pod)) {
+      if (e.t >= from && (e.text.includes('"admission') || e.text.includes('gate') || [...pods].some((p) => e.text.includes(p)))) console.log(`  ${pod} ${e.text.slice(0, 600)}`);
+    }
+  }
+}
+
 /** Every lease ended with a handover from an old pod to a new one, each within `boundMs` of the old leader's SIGTERM. */
 function expectFastHandovers(r: { handovers: Handover[]; after: V1Pod[] }, boundMs: number): void {
+  tellSlowHandovers(r, boundMs);
   const newPods = new Set(r.after.map((p) => p.metadata?.name ?? ''));
   for (const lease of leases) {
     const last = r.handovers.filter((h) => h.lease === lease).at(-1);
@@ -117,6 +136,7 @@ async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover
 const setLogLevel = (logLevel: string) => http.patch(crPath, { spec: { logLevel } }, PatchType.merge);
 
 beforeAll(async () => {
+  operatorLog.start(500);
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
   await deploySample('openshift');
@@ -125,6 +145,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  operatorLog.stop();
   await setOperatorMode(http, 'standalone').catch(() => undefined);
 });
 
