@@ -129,7 +129,12 @@ async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover
   const condition = cr.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver');
   expect(condition?.status).toBe('True');
   expect(condition?.message).toMatch(/largest gap/);
-  const events = await kubectl('get', 'events', '-n', 'default', '--field-selector', `reason=LeaseHandedOver,involvedObject.name=${SAMPLE_DRIVER}`, '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}');
+  // The Events are gathered and written apart from the status (each batch waits for half a second without news):
+  // the last one may land just after the status that reports it.
+  const readEvents = () => kubectl('get', 'events', '-n', 'default', '--field-selector', `reason=LeaseHandedOver,involvedObject.name=${SAMPLE_DRIVER}`, '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}');
+  const named = (text: string) => r.handovers.every((h) => text.includes(`${h.oldHolder} → ${h.newHolder}`));
+  const events = await waitFor('LeaseHandedOver Events naming every handover', 10_000, async () => { const t = await readEvents(); return named(t) ? t : undefined; }, 500)
+    .catch(() => readEvents());
   for (const h of r.handovers) expect(events, `event for ${h.lease} → ${h.newHolder}`).toContain(`${h.oldHolder} → ${h.newHolder}`);
 }
 
