@@ -44,12 +44,23 @@ const server = createServer((req, res) => {
 });
 server.listen(cfg.httpPort, cfg.bindAddress, () => log.info({ address: cfg.bindAddress, port: cfg.httpPort, mode: cfg.mode }, 'serving /healthz, /readyz, /metrics'));
 
+/**
+ * A shutdown that cannot stop its work in this time exits without releasing the lease: the standby takes it when
+ * it expires, as after a crash. Waiting longer would keep the lease renewed by a replica that does no work, until
+ * the kubelet's SIGKILL (a 30 s grace period: seen once, 30 s with no leader acting).
+ */
+const SHUTDOWN_TIMEOUT_MS = 5_000;
+
 let stopping = false;
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: stopping work, then releasing the lease');
+    setTimeout(() => {
+      log.error({ waitingFor: operator.shutdownStage, timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'work did not stop in time: exiting without releasing the lease, which expires as after a crash');
+      process.exit(1);
+    }, SHUTDOWN_TIMEOUT_MS).unref();
     void operator
       .shutdown()
       .then(() => {

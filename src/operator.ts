@@ -239,14 +239,21 @@ export class Operator {
   }
 
   /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
+  /** What a shutdown under way is waiting for (told when it takes too long). */
+  shutdownStage = 'not shutting down';
+
   async shutdown(): Promise<void> {
     const wasLeading = this.leading;
     this.leading = false;
+    this.shutdownStage = 'stopping the work queues (in-flight reconciles)';
     await Promise.all([this.queue.shutDown(), this.handover.stop(), this.webhook?.stop()]);
+    this.shutdownStage = 'closing the webhook server (open admission connections)';
     await this.webhookServer?.close();
+    this.shutdownStage = 'lifting gates if the operator is going away';
     if (wasLeading || !this.elector) await this.failOpenIfLeaving();
     this.metrics.leader.set(0);
     if (this.elector) {
+      this.shutdownStage = 'releasing the operator lease';
       try {
         await this.elector.release();
       } catch (err) {
