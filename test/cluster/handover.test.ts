@@ -4,7 +4,7 @@
 // as Events.
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_STATE } from '../../src/api/names.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { PatchType } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
 import { makeLogger } from '../../src/log.js';
@@ -227,6 +227,8 @@ describe('other rollouts of managed Deployments', () => {
 describe('companion mode, OpenShift timings', () => {
   it('gates new pods at admission as standalone does: 20 handovers over 4 rollout restarts, none waits a retry period, no template is written', async () => {
     await setOperatorMode(http, 'companion');
+    // Back to standalone whatever happens here: the next tests change the level through the template.
+    onTestFinished(() => setOperatorMode(http, 'standalone'));
     const generation = (await http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT))).metadata?.generation ?? 0;
     const gaps: number[] = [];
     for (let i = 0; i < 4; i++) {
@@ -244,7 +246,6 @@ describe('companion mode, OpenShift timings', () => {
     const q = (p: number) => ((sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN) / 1000).toFixed(2);
     console.log(`companion, ${gaps.length} handovers: gap p50 ${q(0.5)}s, p90 ${q(0.9)}s, max ${q(1)}s (s: ${gaps.map((g) => (g / 1000).toFixed(1)).join(', ')})`);
     expect(gaps.length).toBeGreaterThanOrEqual(20);
-    await setOperatorMode(http, 'standalone');
   });
 });
 
