@@ -29,6 +29,7 @@ export class LeaderElector {
   private mustRead = true;
   private timer: NodeJS.Timeout | undefined;
   private attempt: Promise<void> | undefined;
+  private againAfterAttempt = false;
   private stopped = false;
   private readonly informer: Informer<{ metadata?: { name?: string; resourceVersion?: string }; spec?: unknown }>;
   private readonly now: Clock;
@@ -62,7 +63,13 @@ export class LeaderElector {
       return;
     }
     // The standby's edge over client-go: a released lease is tried at once, not on the next poll.
-    if (!this.leader && source === 'watch' && record.holderIdentity === '') this.schedule(0);
+    if (!this.leader && source === 'watch' && record.holderIdentity === '') this.tryAtOnce();
+  }
+
+  /** Tries now; with an attempt under way (it may have read the lease before this release), again right after it. */
+  private tryAtOnce(): void {
+    if (this.attempt) this.againAfterAttempt = true;
+    else this.schedule(0);
   }
 
   private schedule(delayMs: number): void {
@@ -74,6 +81,9 @@ export class LeaderElector {
   private tryAcquireOrRenew(): Promise<void> {
     this.attempt ??= this.attemptOnce().finally(() => {
       this.attempt = undefined;
+      // Otherwise the release seen meanwhile would wait for the jittered retry the attempt scheduled.
+      if (this.againAfterAttempt && !this.leader) this.schedule(0);
+      this.againAfterAttempt = false;
     });
     return this.attempt;
   }
