@@ -31,6 +31,7 @@ export interface WebhookServerDeps {
 export class WebhookServer {
   private server?: Server;
   private pair?: ServingPair;
+  private closing = false;
 
   constructor(private readonly d: WebhookServerDeps) {}
 
@@ -53,8 +54,21 @@ export class WebhookServer {
     this.server.listen(port, host, () => this.d.log.info({ address: host, port, path: MUTATE_PATH }, 'serving the pod admission webhook'));
   }
 
+  /**
+   * Stops serving. The API server keeps its connection to a webhook open (keep-alive, 60 s here) and may still send
+   * admissions on it while this replica shuts down, which kept close() waiting until the kubelet's SIGKILL: idle
+   * connections are closed now, a response under way closes its connection, and whatever is still open after 2 s
+   * is cut (the API server then fails open: failurePolicy Ignore).
+   */
   close(): Promise<void> {
-    return new Promise((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+    const server = this.server;
+    if (!server) return Promise.resolve();
+    this.closing = true;
+    return new Promise((resolve) => {
+      server.close(() => resolve());
+      server.closeIdleConnections();
+      setTimeout(() => server.closeAllConnections(), 2_000).unref();
+    });
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
@@ -82,7 +96,7 @@ export class WebhookServer {
       return;
     }
     const answer = await this.review(review);
-    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(answer));
+    res.writeHead(200, { 'content-type': 'application/json', ...(this.closing ? { connection: 'close' } : {}) }).end(JSON.stringify(answer));
     end();
   }
 
