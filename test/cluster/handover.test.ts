@@ -90,7 +90,7 @@ function tellSlowHandovers(r: { handovers: Handover[] }, boundMs: number): void 
   console.log(`slow handovers: ${slow.map((h) => `${h.lease} ${h.oldHolder} → ${h.newHolder} ${h.gapMs} ms`).join('; ')}; the operator's log:`);
   for (const pod of operatorLog.pods()) {
     for (const e of operatorLog.entries(pod)) {
-      if (e.t >= from && (e.text.includes('"admission') || e.text.includes('gate') || [...pods].some((p) => e.text.includes(p)))) console.log(`  ${pod} ${e.text.slice(0, 600)}`);
+      if (e.t >= from && (e.text.includes('"admission') || e.text.includes('gate') || /shutting down|shutdown|did not stop|leader/.test(e.text) || [...pods].some((p) => e.text.includes(p)))) console.log(`  ${pod} ${e.text.slice(0, 600)}`);
     }
   }
 }
