@@ -238,10 +238,10 @@ export class Operator {
     for (const d of this.drivers.list()) this.enqueue(d.metadata?.name);
   }
 
-  /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
   /** What a shutdown under way is waiting for (told when it takes too long). */
   shutdownStage = 'not shutting down';
 
+  /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
   async shutdown(): Promise<void> {
     const wasLeading = this.leading;
     this.leading = false;
