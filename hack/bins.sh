@@ -81,6 +81,33 @@ if [[ ! -f "$kwok/kwok-stages-upstream.yaml" ]]; then
   mv "$kwok/kwok-stages-upstream.yaml.tmp" "$kwok/kwok-stages-upstream.yaml"
 fi
 
+# Helm v3 (the chart's lint and install tests).
+helm_version=v3.22.0
+# As Helm's Makefile stamps it: its version, and the Kubernetes version its client-go module is (lint and
+# template check charts' kubeVersion against it when no cluster is asked).
+helm_k8s_minor="$(sed -n 's/^\tk8s.io\/client-go v0\.\([0-9]*\)\..*/\1/p' "$here/bins/helm/go.mod")"
+helm_stamp="-X helm.sh/helm/v3/internal/version.version=$helm_version"
+for pkg in lint/rules chartutil; do
+  helm_stamp+=" -X helm.sh/helm/v3/pkg/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/pkg/$pkg.k8sVersionMinor=$helm_k8s_minor"
+done
+helm="$(build_module "$here/bins/helm" "$helm_stamp" helm=helm.sh/helm/v3/cmd/helm)"
+
+# Prometheus and promtool (the alert rules' checks and the test that evaluates them against the operator): Debian's
+# package, unpacked into the cache rather than installed, so no service or system user is created on the host.
+prometheus_deb=2.42.0+ds-5+deb12u1
+prometheus="$cache/bins/prometheus-$prometheus_deb"
+if [[ ! -f "$prometheus/.complete" ]]; then
+  tmp="$(mktemp -d)"
+  (cd "$tmp" && { apt-get download -qq "prometheus=$prometheus_deb" 2>/dev/null \
+    || { apt-get update -qq && apt-get download -qq "prometheus=$prometheus_deb"; }; }) \
+    || { echo "bins.sh: Debian's prometheus $prometheus_deb could not be downloaded" >&2; exit 1; }
+  dpkg-deb -x "$tmp"/prometheus_*.deb "$tmp/root"
+  mkdir -p "$prometheus"
+  cp "$tmp/root/usr/bin/prometheus" "$tmp/root/usr/bin/promtool" "$prometheus/"
+  rm -rf "$tmp"
+  touch "$prometheus/.complete"
+fi
+
 # Upstream components the module proxy here may refuse: the module where it is served, else the released source
 # kept beside the project (../shared/third_party, see its README), never a copy inside the repo.
 third_party_dir() {
@@ -139,7 +166,7 @@ fi
 # One directory of symlinks, so callers need a single path.
 bin="$cache/bin"
 mkdir -p "$bin"
-for d in "$k8s" "$etcd" "$sidecars" "$containerd" "$cni" "$images" "$kwok" "$hostpath" "$registrar" "$livenessprobe" "$healthmonitor" "$pause"; do
+for d in "$k8s" "$etcd" "$sidecars" "$containerd" "$cni" "$images" "$kwok" "$hostpath" "$registrar" "$livenessprobe" "$healthmonitor" "$pause" "$helm" "$prometheus"; do
   for f in "$d"/*; do ln -sfn "$f" "$bin/$(basename "$f")"; done
 done
 echo "binaries in $bin" >&2
