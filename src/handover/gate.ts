@@ -10,7 +10,7 @@ export const hasHandoverGate = (pod: V1Pod): boolean => specHasHandoverGate(pod.
 
 export type GateDecision =
   | { lift: false; reason: 'handover-pending'; message: string }
-  | { lift: true; reason: 'no-handover-pending' | 'handover-complete' | 'timeout' | 'overlap'; message: string };
+  | { lift: true; reason: 'no-handover-pending' | 'handover-complete' | 'lease-expired' | 'timeout' | 'overlap'; message: string };
 
 /** What a held-back pod waits for, as its state annotation says it. */
 export const waitingFor = (pendingHolders: readonly string[]): string => `waiting for ${pendingHolders.join(', ')}`;

@@ -7,14 +7,31 @@ import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandov
 import { parseKubeTime } from './kube-time.js';
 import type { HandoverRecord, LeaseObservation } from './measure.js';
 import { isTerminating, type ObservedPod, podRef } from './observed-pod.js';
-import { provenDead } from './proven-dead.js';
-import { decideRelease } from './release.js';
+import type { HolderResolution } from './holder.js';
+import { type DeathVerdict, provenDead } from './proven-dead.js';
+import { decideRelease, type ReleaseDecision } from './release.js';
 import { type HandoverSnapshot, selects, workloadRef } from './snapshot.js';
+
+/** Why a pending handover is not released: the holder is not proven dead, or cannot be named, or the lease not read. */
+export type RefusalReason =
+  | Extract<DeathVerdict, { dead: false }>['reason']
+  | Extract<HolderResolution, { kind: 'unresolved' }>['reason']
+  | Extract<ReleaseDecision, { action: 'none' }>['reason'];
+
+/** Every refusal reason (the metrics start each at zero, so the first refusal of a kind shows as an increase). */
+export const REFUSAL_REASONS = [
+  'containers-running', 'force-deleted', 'node-not-ready', 'status-unknown', 'not-terminating',
+  'unknown-identity', 'ambiguous-identity', 'ambiguous-host-network',
+  'not-held', 'released-by-holder', 'expired', 'holder-alive', 'unresolved-holder', 'malformed-lease',
+] as const satisfies readonly RefusalReason[];
+// Compile-time check that the list above names every reason.
+const everyRefusalListed: Exclude<RefusalReason, (typeof REFUSAL_REASONS)[number]> extends never ? true : never = true;
+void everyRefusalListed;
 
 export type LeasePlan =
   | { action: 'none' }
   /** A pending handover we will not release (the holder is not proven dead): logged and counted once per holder. */
-  | { action: 'refuse'; holder: string; reason: string; message: string }
+  | { action: 'refuse'; holder: string; reason: RefusalReason; message: string }
   /** Release now; then the holder's workload (its gated pods) looks again. */
   | { action: 'release'; holder: string; pod: string; evidence: string; message: string; recheck?: string };
 
@@ -84,9 +101,20 @@ export function heldLeases(s: HandoverSnapshot, dep: V1Deployment): HeldLease[] 
   return held;
 }
 
-/** A handover is pending while a lease of the workload is held by a pod being stopped and not proven dead. */
-export function pendingHandovers(s: HandoverSnapshot, held: readonly HeldLease[]): HeldLease[] {
-  return held.filter(({ holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead);
+/** When a lease runs out by its own record (renewTime + leaseDurationSeconds); undefined when the record does not say. */
+function expiresAt(lease: V1Lease): number | undefined {
+  const renewedAt = parseKubeTime(lease.spec?.renewTime);
+  const seconds: unknown = lease.spec?.leaseDurationSeconds;
+  return renewedAt === undefined || typeof seconds !== 'number' || seconds <= 0 ? undefined : renewedAt + seconds * 1000;
+}
+
+/**
+ * A handover is pending while a lease of the workload is held by a pod being stopped and not proven dead, and
+ * has not run out: an expired lease goes to whoever asks first, with or without us, so holding new pods back
+ * for it (a force-deleted leader, whose death is never proven) would only delay them until the gate timeout.
+ */
+export function pendingHandovers(s: HandoverSnapshot, held: readonly HeldLease[], now: number): HeldLease[] {
+  return held.filter(({ lease, holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead && !((expiresAt(lease) ?? Infinity) <= now));
 }
 const describePending = (pending: readonly HeldLease[]): string[] =>
   pending.map(({ lease, holder }) => `${lease.metadata?.namespace ?? ''}/${lease.metadata?.name ?? ''} ← ${holder.pod.metadata?.name ?? ''}`);
@@ -130,7 +158,7 @@ export type AdmissionPlan =
 export function planAdmission(s: HandoverSnapshot, pod: V1Pod, patches: { gate: (pod: V1Pod, message: string) => unknown[] | undefined; state: (pod: V1Pod, state: string) => unknown[] }, early?: EarlyLift): AdmissionPlan {
   const dep = s.workloadOf(pod);
   if (!dep) return { gate: false, reason: 'not-managed', message: 'not a pod of a managed controller workload' };
-  const pending = pendingHandovers(s, heldLeases(s, dep));
+  const pending = pendingHandovers(s, heldLeases(s, dep), s.now);
   if (pending.length === 0) return { gate: false, reason: 'no-handover-pending', message: `${workloadRef(dep)}: no lease is being handed over` };
   const described = describePending(pending);
   const earlyAt = earlyLiftFor(pending, early);
@@ -155,7 +183,11 @@ export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number
     const uid = holder.pod.metadata?.uid ?? '';
     held.set(uid, (held.get(uid) ?? 0) + 1);
   }
-  const pendingHolders = pendingHandovers(s, leases);
+  const pendingHolders = pendingHandovers(s, leases, now);
+  // A pending lease that runs out ends its wait then (see pendingHandovers).
+  const firstExpiry = Math.min(...pendingHolders.map(({ lease }) => expiresAt(lease) ?? Infinity));
+  // Nothing pending only because leases ran out (pendingHandovers as if no lease had expired): said so on the lift.
+  const ranOut = pendingHolders.length === 0 && pendingHandovers(s, leases, -Infinity).length > 0;
   const pending = describePending(pendingHolders);
   const earlyAt = earlyLiftFor(pendingHolders, early);
   const actions: PodAction[] = [];
@@ -170,12 +202,15 @@ export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number
     const state = pod.metadata?.annotations?.[HANDOVER_STATE];
     let decision: GateDecision = liftGateWhenNoHandoverPending(pod, pending, state !== undefined, now, gateTimeoutMs);
     if (!decision.lift && earlyAt !== undefined && earlyAt <= now) decision = { lift: true, reason: 'overlap', message: overlapMessage(pending) };
+    if (decision.lift && decision.reason === 'handover-complete' && ranOut) {
+      decision = { lift: true, reason: 'lease-expired', message: 'the old leader’s leases ran out without it being proven dead: starting; they go to whoever asks first, as without csi-handover' };
+    }
     if (!decision.lift) {
       if (state !== decision.message) actions.push({ kind: 'hold', pod, message: decision.message, patch: { metadata: { annotations: { [HANDOVER_STATE]: decision.message } } } });
       const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
       const left = Number.isNaN(created) ? gateTimeoutMs : created + gateTimeoutMs - now;
-      // Look again at the timeout, or at the moment an early start becomes safe if that comes first.
-      requeue = Math.min(requeue ?? Infinity, Math.max(100, left), earlyAt === undefined ? Infinity : Math.max(10, earlyAt - now));
+      // Look again at the timeout, when a pending lease runs out, or when an early start becomes safe, whichever comes first.
+      requeue = Math.min(requeue ?? Infinity, Math.max(100, left), Math.max(10, firstExpiry - now + 10), earlyAt === undefined ? Infinity : Math.max(10, earlyAt - now));
       continue;
     }
     const lift = liftGatePatch(pod);
