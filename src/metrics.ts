@@ -1,5 +1,6 @@
 // The operator's Prometheus metrics, on one registry served at /metrics.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { REFUSAL_REASONS } from './handover/plan.js';
 import { type RequestObserver, resourceOf } from './kube/http.js';
 
 export function makeMetrics() {
@@ -54,6 +55,12 @@ export function makeMetrics() {
     help: 'Requests the operator made to the API server (watch streams as WATCH), by caller (leader-election: its own Lease; controllers: all its work), verb, resource and HTTP status (0: no response)',
     labelNames: ['caller', 'verb', 'resource', 'code'] as const, registers: [registry],
   });
+  // Series the alerts (config/prometheus) watch start at zero: Prometheus' increase() cannot see a series' first
+  // sample as an increase, so a counter born at 1 would hide the first fallback, refusal or gate timeout.
+  for (const released_by of ['holder', 'operator', 'expiry']) releases.inc({ released_by }, 0);
+  for (const reason of REFUSAL_REASONS) refusedReleases.inc({ reason }, 0);
+  gatesLifted.inc({ reason: 'timeout' }, 0);
+  for (const controller of ['clustercsidriver', 'handover', 'webhook']) reconcileErrors.inc({ controller }, 0);
   return { registry, overlapLost, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;
