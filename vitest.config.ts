@@ -4,6 +4,8 @@ export default defineConfig({
   test: {
     projects: [
       { test: { name: 'unit', include: ['test/unit/**/*.test.ts'] } },
+      // No cluster, but the tools make bins builds: promtool, helm.
+      { test: { name: 'tools', include: ['test/tools/**/*.test.ts'] } },
       {
         test: {
           name: 'cluster',
