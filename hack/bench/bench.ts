@@ -17,9 +17,9 @@ import { installCrd, installOperator, LEVELS, OPERATOR_NAMESPACE, SAMPLE_CR_PATH
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
-import type { ProbeKindStats } from './probe-stats.js';
+import type { ProbeKindStats } from '../../src/report/probe-stats.js';
 import { PRE_ROLL_MS, type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './storage-probe.js';
-import { renderTimeline, type TimelineLease } from './timeline-svg.js';
+import { renderTimeline, type TimelineLease } from '../../src/report/timeline-svg.js';
 
 type Who = 'stock' | 'upstream-gate' | 'standalone' | 'companion';
 type Timings = 'upstream' | 'openshift';

@@ -9,7 +9,7 @@ import { isNotFound, type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
 import { SAMPLE_DRIVER, type SampleOverlay, waitFor } from '../lib/cluster.js';
 import { measureHandovers, type RolloutResult } from './measure-rollout.js';
-import { type ProbeKind, type ProbeKindStats, type ProbeOp, probeStats } from './probe-stats.js';
+import { type ProbeKind, type ProbeKindStats, type ProbeOp, probeStats } from '../../src/report/probe-stats.js';
 
 const STORAGE_CLASS = 'csi-hostpath-sc';
 const SNAPSHOT_CLASS = 'csi-hostpath-snapclass';

@@ -2,7 +2,7 @@
 // a steady state, a stock rollout shows up as a stall of every kind, and the probe removes all it created.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { settle } from '../../hack/bench/measure-rollout.js';
-import { PROBE_KINDS, probeStats } from '../../hack/bench/probe-stats.js';
+import { PROBE_KINDS, probeStats } from '../../src/report/probe-stats.js';
 import { probedRollout, StorageProbe } from '../../hack/bench/storage-probe.js';
 import { clusterHttp, SAMPLE_DEPLOYMENT, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
 import { rolloutRestart } from '../../hack/lib/rollout.js';

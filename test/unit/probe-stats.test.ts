@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ProbeKind, type ProbeKindStats, type ProbeOp, probeStats } from '../../hack/bench/probe-stats.js';
+import { type ProbeKind, type ProbeKindStats, type ProbeOp, probeStats } from '../../src/report/probe-stats.js';
 
 let seq = 0;
 const op = (submittedAt: number, doneAt?: number, kind: ProbeKind = 'provision'): ProbeOp => ({ kind, name: `${kind}-${seq++}`, submittedAt, doneAt });

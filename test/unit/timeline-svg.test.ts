@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { ProbeOp } from '../../hack/bench/probe-stats.js';
-import { duration, renderTimeline, shortener, type TimelineInput } from '../../hack/bench/timeline-svg.js';
+import type { ProbeOp } from '../../src/report/probe-stats.js';
+import { duration, renderTimeline, shortener, type TimelineInput } from '../../src/report/timeline-svg.js';
 
 const T0 = Date.parse('2026-01-02T03:04:00Z');
 const OLD = 'csi-hostpath-controller-5b8c9-aaaaa';
