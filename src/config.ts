@@ -29,7 +29,7 @@ export const Config = z.object({
   gateTimeout: duration,
   earlyStart: bool,
   webhookPort: z.coerce.number().int().min(0).max(65535),
-  webhookCertSource: z.enum(['self', 'service-ca']),
+  webhookCertSource: z.enum(['self', 'service-ca', 'olm']),
   webhookSecret: z.string().min(1),
   webhookService: z.string().min(1),
   webhookConfiguration: z.string().min(1),
@@ -61,7 +61,8 @@ const flagNames = {
   // (src/handover/overlap.ts). Off by default: it saves a few hundred ms, and a wrong prediction costs a retry period.
   earlyStart: ['early-start', 'EARLY_START', 'false'],
   // The pod admission webhook (0: not served). Its certificates: issued and rotated by the operator (self), or
-  // by OpenShift's service-ca operator, which writes the Secret and injects the caBundle (service-ca).
+  // by OpenShift's service-ca operator, which writes the Secret and injects the caBundle (service-ca), or by OLM,
+  // which also owns the webhook configuration it generates from the CSV (olm: bundle/).
   webhookPort: ['webhook-port', 'WEBHOOK_PORT', '9443'],
   webhookCertSource: ['webhook-cert-source', 'WEBHOOK_CERT_SOURCE', 'self'],
   webhookSecret: ['webhook-secret', 'WEBHOOK_SECRET', 'csi-handover-webhook-cert'],

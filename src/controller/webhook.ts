@@ -14,7 +14,7 @@ import type { Metrics } from '../metrics.js';
 import { CA_ROTATED_AT, type CertPolicy, planCerts, readCertSecret } from '../webhook/certs.js';
 import type { WebhookServer } from '../webhook/server.js';
 
-export type CertSource = 'self' | 'service-ca';
+export type CertSource = 'self' | 'service-ca' | 'olm';
 
 export interface WebhookDeps {
   http: KubeHttp;
@@ -103,6 +103,8 @@ export class WebhookController {
   }
 
   private async reconcile(): Promise<{ requeueAfterMs?: number } | void> {
+    // OLM generates the configuration from the CSV under a name of its own, and keeps its selector and caBundle.
+    if (this.d.certSource === 'olm') return;
     const mwc = this.d.configuration.get(this.d.configurationName);
     if (!mwc) {
       // Shipped with the manifests; without it nothing calls us. Not recreated here (an uninstall deletes it).
