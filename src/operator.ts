@@ -87,10 +87,11 @@ export class Operator {
         decide: (pod, signal) => this.handover.admit(pod, signal),
       });
       const secret = new Informer<V1Secret>(http, { path: `/api/v1/namespaces/${ns}/secrets`, fieldSelector: `metadata.name=${cfg.webhookSecret}`, log });
-      const configuration = new Informer<V1MutatingWebhookConfiguration>(http, {
+      // Under OLM the configuration is OLM's, generated from the CSV under a name of its own: not watched, not kept.
+      const configuration = cfg.webhookCertSource === 'olm' ? undefined : new Informer<V1MutatingWebhookConfiguration>(http, {
         path: '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', fieldSelector: `metadata.name=${cfg.webhookConfiguration}`, log, transform: withoutManagedFields,
       });
-      this.webhookInformers.push(secret as Informer<Named>, configuration as Informer<Named>);
+      this.webhookInformers.push(secret as Informer<Named>, ...(configuration ? [configuration as Informer<Named>] : []));
       this.webhook = new WebhookController({
         http, log: log.child({ controller: 'webhook' }), metrics, server: this.webhookServer,
         port: cfg.webhookPort, host: cfg.bindAddress, certSource: cfg.webhookCertSource,

@@ -29,7 +29,8 @@ export interface WebhookDeps {
   configurationName: string;
   policy: CertPolicy;
   secret: InformerView<V1Secret>;
-  configuration: InformerView<V1MutatingWebhookConfiguration>;
+  /** The configuration whose selector (and caBundle, certSource self) the leader keeps; none under OLM, which owns it. */
+  configuration: InformerView<V1MutatingWebhookConfiguration> | undefined;
   deployments: () => V1Deployment[];
   now: Clock;
 }
@@ -68,7 +69,7 @@ export class WebhookController {
       this.enqueue();
     };
     d.secret.on('add', onSecret).on('update', onSecret).on('delete', () => this.enqueue());
-    d.configuration.on('add', () => this.enqueue()).on('update', () => this.enqueue()).on('delete', () => this.enqueue());
+    d.configuration?.on('add', () => this.enqueue()).on('update', () => this.enqueue()).on('delete', () => this.enqueue());
   }
 
   /** Every replica: serve the Secret's pair as soon as there is one. */
@@ -103,8 +104,7 @@ export class WebhookController {
   }
 
   private async reconcile(): Promise<{ requeueAfterMs?: number } | void> {
-    // OLM generates the configuration from the CSV under a name of its own, and keeps its selector and caBundle.
-    if (this.d.certSource === 'olm') return;
+    if (!this.d.configuration) return;
     const mwc = this.d.configuration.get(this.d.configurationName);
     if (!mwc) {
       // Shipped with the manifests; without it nothing calls us. Not recreated here (an uninstall deletes it).
