@@ -9,10 +9,10 @@ WORKDIR /app
 # Dependencies first, so this layer is cached until package*.json change.
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
-COPY tsconfig.json ./
+COPY tsconfig.json tsconfig.build.json ./
 COPY src/ ./src/
 # rootDir "." + outDir "dist": src/main.ts -> dist/src/main.js
-RUN npx tsc -p . \
+RUN npx tsc -p tsconfig.build.json \
  && test -f dist/src/main.js \
  && npm prune --omit=dev --no-audit --no-fund
 

@@ -6,13 +6,14 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache typecheck build clean
+.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
 	@echo "make test            everything CI runs (unit + real-cluster tests)"
 	@echo "make test-unit       tests that need no cluster (seconds)"
 	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
+	@echo "make image           the operator image (as the Dockerfile lays it out), imported into the local nodes"
 	@echo "make cluster-up|cluster-down   the local control plane and two real nodes"
 	@echo "make bench           every way of handing over × timings × replicas: gaps, rollout, storage stalls (BENCH_RUNS)"
 	@echo "make bench-baseline  rollout handover gaps without csi-handover"
@@ -20,6 +21,7 @@ help:
 	@echo "make bench-kubelet   what a real kubelet reports, and when, through a pod's start and graceful deletion"
 	@echo "make bench-race      companion mode's race: did the new pod try the lease before its release? (RACE_ROLLOUTS)"
 	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
+	@echo "make bench-image     how fast the operator image starts on a real node: created, started, serving, Ready"
 	@echo "make bench-cache     heap per cached pod and node: as served, without managedFields, as the engine keeps them"
 
 deps: .local/.deps-ok
@@ -29,6 +31,9 @@ deps: .local/.deps-ok
 
 bins: deps
 	hack/bins.sh
+
+image: deps bins
+	hack/image.sh
 
 typecheck: deps
 	npx tsc --noEmit -p .
@@ -81,6 +86,10 @@ bench-race: deps bins
 bench-scale: deps bins
 	CSI_HANDOVER_KWOK_NODES=2 hack/cluster.sh up
 	npx tsx hack/bench/scale.ts
+
+bench-image: deps bins
+	hack/cluster.sh up
+	npx tsx hack/bench/image-start.ts
 
 bench-cache: deps
 	node --expose-gc --import tsx hack/bench/cache-size.ts

@@ -9,6 +9,7 @@
 #   hack/nodes.sh stop|start <node> <kubelet|containerd|kube-proxy>   a fault: stop (SIGKILL) or start one part
 #   hack/nodes.sh freeze|thaw <node> the kubelet stops talking (SIGSTOP) while containers keep running
 #   hack/nodes.sh exec <node> cmd…   run a command inside a node's namespaces
+#   hack/nodes.sh images             import every image built since into the running nodes (make image)
 # Called by hack/cluster.sh, which owns the control plane, the PKI and the state directory.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -427,5 +428,6 @@ case "${1:-}" in
   freeze) kill -STOP "$(pid_of "$2" kubelet)" ;;
   thaw) kill -CONT "$(pid_of "$2" kubelet)" ;;
   exec) n="$2"; shift 2; in_node "$n" "$@" ;;
-  *) echo "usage: $0 up|down|processes|stop|start|freeze|thaw|exec" >&2; exit 2 ;;
+  images) bin="$(bin_dir)"; for n in $(node_names); do alive "$n" containerd && import_images "$n" "$bin"; done ;;
+  *) echo "usage: $0 up|down|processes|stop|start|freeze|thaw|exec|images" >&2; exit 2 ;;
 esac
