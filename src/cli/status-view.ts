@@ -59,6 +59,8 @@ export function table(rows: string[][]): string[] {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
 }
 
+const EVENT_TEXT = 140;
+
 const gapText = (h: HandoverRecord): string => (h.gapMs === undefined ? 'not timed' : formatGap(h.gapMs));
 
 export function formatStatus(d: DriverObject, events: readonly EventObject[], now: number): string {
@@ -88,7 +90,9 @@ export function formatStatus(d: DriverObject, events: readonly EventObject[], no
   const recent = [...events].sort((a, b) => eventTime(b) - eventTime(a)).slice(0, 5);
   if (recent.length) {
     out.push('', 'Recent events:');
-    out.push(...table(recent.map((e) => [age(eventTime(e), now), e.type ?? '', e.reason ?? '', e.count && e.count > 1 ? `(x${e.count})` : '', e.message ?? ''])).map((l) => `  ${l}`));
+    // An Event names up to every lease of a rollout: the first line's worth here, the rest in the table above.
+    const short = (m: string) => (m.length > EVENT_TEXT ? `${m.slice(0, EVENT_TEXT - 1)}…` : m);
+    out.push(...table(recent.map((e) => [age(eventTime(e), now), e.type ?? '', e.reason ?? '', e.count && e.count > 1 ? `(x${e.count})` : '', short(e.message ?? '')])).map((l) => `  ${l}`));
   }
   return `${out.join('\n')}\n`;
 }

@@ -53,6 +53,7 @@ describe('kubectl csi-handover status', () => {
       { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-before', count: 1, lastTimestamp: iso(T0 - 60_000), metadata: {} },
       { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-last', count: 3, lastTimestamp: iso(T0 + 15_000), metadata: {} },
       { reason: 42, metadata: {} }, // not an Event we can read: left out
+      { reason: 'LeaseHandedOver', type: 'Normal', message: `long ${'x'.repeat(300)}`, lastTimestamp: iso(T0 - 120_000), metadata: {} },
     ] });
     const text = formatStatus(d, events, T0 + 75_000);
     expect(text).toContain('managementState: Managed    logLevel: Debug');
@@ -63,6 +64,7 @@ describe('kubectl csi-handover status', () => {
     expect(text).toContain('7 handover(s); released by the operator 5, by the holder 1, expired 1');
     expect(text.indexOf('event-last')).toBeLessThan(text.indexOf('event-before'));
     expect(text).toContain('(x3)');
+    expect(text).toMatch(/long x{134}…\n/);
   });
 
   it('says so when nothing was reconciled or handed over yet', () => {
