@@ -1,13 +1,16 @@
 // Installing the operator on the local cluster from config/ (as pods under its own service account and
 // RBAC), switching its mode, and finding its leader — shared by the cluster tests, the demo and benchmarks.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
+import { parseAllDocuments, stringify } from 'yaml';
 import { HANDOVER_GATE } from '../../src/api/names.js';
+import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
 import { isConflict, type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { parseMetrics } from '../bench/scale-stats.js';
-import { kubectl, localDir, repoRoot, SAMPLE_DRIVER, waitFor } from './cluster.js';
-import { deploymentPath, waitRolloutComplete } from './rollout.js';
+import { deploySample, kubectl, localDir, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from './cluster.js';
+import { deploymentPath, waitLeasesHeldBy, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
 
@@ -54,6 +57,76 @@ export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<v
 export async function installCrd(): Promise<void> {
   await kubectl('apply', '-k', join(repoRoot, 'config', 'crd'));
   await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
+}
+
+/** The sample driver's handover report in its CR's status, if there is one. */
+export async function sampleReport(http: KubeHttp): Promise<HandoverReport | undefined> {
+  return reportFromStatus((await http.get<{ status?: unknown }>(SAMPLE_CR_PATH)).status);
+}
+
+const VERBOSITY: Record<string, number> = { '': 2, Normal: 2, Debug: 4, Trace: 6, TraceAll: 8 };
+
+/**
+ * The sample driver at rest: the CR's log level is in its controller's template (the operator has written it),
+ * the rollout is done and its pods hold every lease. Returns those pods.
+ */
+export async function settledSample(http: KubeHttp): Promise<V1Pod[]> {
+  await waitFor('the CR log level in the template', 60_000, async () => {
+    const cr = await http.get<{ spec?: { logLevel?: string } }>(SAMPLE_CR_PATH).catch(() => undefined);
+    const want = `--v=${VERBOSITY[cr?.spec?.logLevel ?? 'Normal'] ?? 2}`;
+    const d = await http.get<V1Deployment>(deploymentPath(SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT));
+    return (d.spec?.template.spec?.containers ?? []).every((c) => c.args?.includes(want));
+  });
+  const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
+  await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, Object.values(SAMPLE_LEASES), pods, 300_000);
+  return pods;
+}
+
+/** The operator (standalone) and the 1-replica sample driver at `level`, settled: the usual start of a test file. */
+export async function standaloneSampleAt(http: KubeHttp, level: string): Promise<V1Pod[]> {
+  await installOperator(http);
+  await setOperatorMode(http, 'standalone');
+  await deploySample('upstream-1replica');
+  await setSampleCrLevel(http, level);
+  return settledSample(http);
+}
+
+/**
+ * A log-level change of the settled sample driver (a rollout of its controller) and, once the new pod holds every
+ * lease, the CR's report of that handover: the report and the new holder.
+ */
+export async function handOverByLevel(http: KubeHttp, level: string): Promise<{ report: HandoverReport; newHolder: string }> {
+  const leases: string[] = Object.values(SAMPLE_LEASES);
+  const before = await settledSample(http);
+  await setSampleCrLevel(http, level);
+  const after = await waitFor('the new pod', 300_000, async () => {
+    const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
+    return pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
+  }, 1_000);
+  await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, leases, after, 300_000);
+  const newHolder = after[0]?.metadata?.name ?? '';
+  const report = await waitFor('the CR to report every lease handed to the new pod', 60_000, async () => {
+    const r = await sampleReport(http);
+    return r && leases.every((l) => r.leases.some((h) => h.lease === l && h.newHolder === newHolder)) && r;
+  }, 500);
+  return { report, newHolder };
+}
+
+/**
+ * Takes away the kustomize install (config/default) but its Namespace and CRD, for a test that installs the same
+ * objects another way (Helm, the OLM bundle); installOperator puts it back.
+ */
+export async function removeKustomizeInstall(http: KubeHttp): Promise<void> {
+  const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string });
+  const dir = mkdtempSync(join(tmpdir(), 'csi-handover-install-'));
+  try {
+    const file = join(dir, 'kustomize-install.yaml');
+    writeFileSync(file, objs.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition').map((o) => stringify(o)).join('---\n'));
+    await kubectl('delete', '-f', file, '--ignore-not-found', '--wait=true');
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  await waitOperatorPodsGone(http);
 }
 
 /** Switches standalone/companion (a rollout of the operator itself) and waits for it; no-op when already there. */

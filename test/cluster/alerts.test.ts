@@ -5,10 +5,9 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { clusterHttp, deploySample, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, LEVELS, operatorMetric, operatorPods, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
+import { clusterHttp, repoRoot, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import { LEVELS, operatorMetric, operatorPods, setSampleCrLevel, settledSample, standaloneSampleAt } from '../../hack/lib/operator.js';
 import { type ActiveAlert, LocalPrometheus } from '../../hack/lib/prometheus.js';
-import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { ruleGroupsOf } from '../tools/prometheus.js';
 
 const http = clusterHttp();
@@ -16,9 +15,7 @@ const leases = Object.values(SAMPLE_LEASES);
 let prometheus: LocalPrometheus;
 
 async function settled(): Promise<V1Pod> {
-  const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-  await waitLeasesHeldBy(http, NS, leases, pods, 300_000);
-  const [leader] = pods;
+  const [leader] = await settledSample(http);
   if (!leader) throw new Error('no pod');
   return leader;
 }
@@ -32,11 +29,7 @@ async function scraped(series: string, value: number): Promise<void> {
 }
 
 beforeAll(async () => {
-  await installOperator(http);
-  await setOperatorMode(http, 'standalone');
-  await deploySample('upstream-1replica');
-  await setSampleCrLevel(http, LEVELS[4] ?? 'Debug');
-  await settled();
+  await standaloneSampleAt(http, LEVELS[4] ?? 'Debug');
   prometheus = await LocalPrometheus.start(ruleGroupsOf(readFileSync(join(repoRoot, 'config', 'prometheus', 'prometheus_rule.yaml'), 'utf8')));
   prometheus.setTargets((await operatorPods(http)).map((p) => ({ address: `${p.status?.podIP}:8080`, pod: p.metadata?.name ?? '' })));
 });

@@ -11,7 +11,7 @@ import { makeLogger } from '../../src/log.js';
 import { type Handover, handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, deploySample, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
+import { installOperator, operatorLeader, setOperatorMode, setSampleCrLevel, settledSample } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 
@@ -23,19 +23,7 @@ const log = makeLogger('test', 'warn');
 interface ReportedLease { lease: string; oldHolder: string; newHolder: string; releasedBy: string; gapSeconds?: number }
 interface CR { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[]; handover?: { lastRollout?: { leases?: ReportedLease[] } } } }
 
-/** The CR's level is in the template (the operator has written it), the rollout is done, leases are held. */
-async function settled(): Promise<V1Pod[]> {
-  const levels: Record<string, number> = { '': 2, Normal: 2, Debug: 4, Trace: 6, TraceAll: 8 };
-  await waitFor('the CR log level in the template', 60_000, async () => {
-    const cr = await http.get<{ spec?: { logLevel?: string } }>(crPath).catch(() => undefined);
-    const want = `--v=${levels[cr?.spec?.logLevel ?? 'Normal'] ?? 2}`;
-    const d = await http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT));
-    return (d.spec?.template.spec?.containers ?? []).every((c) => c.args?.includes(want));
-  });
-  const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-  await waitLeasesHeldBy(http, NS, leases, pods, 300_000);
-  return pods;
-}
+const settled = (): Promise<V1Pod[]> => settledSample(http);
 
 /**
  * Runs `trigger`, waits for the rollout and for every lease to be held by a new pod; returns the handovers,

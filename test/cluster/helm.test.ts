@@ -2,23 +2,18 @@
 // install is taken away first), it runs under the namespace's restricted Pod Security and hands a lease over;
 // `helm upgrade` rolls the operator and the CR's handover report survives it; `helm uninstall` takes it away.
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { V1Deployment, V1Namespace } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parseAllDocuments, stringify } from 'yaml';
-import { binDir, clusterHttp, deploySample, kubeconfigPath, kubectl, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, SAMPLE_CR_PATH, setOperatorMode, setSampleCrLevel, waitOperatorPodsGone } from '../../hack/lib/operator.js';
-import { deploymentPath, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
-import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
+import { binDir, clusterHttp, kubeconfigPath, kubectl, repoRoot, SAMPLE_LEASES, waitFor } from '../../hack/lib/cluster.js';
+import { handOverByLevel, installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, removeKustomizeInstall, sampleReport, standaloneSampleAt, waitOperatorPodsGone } from '../../hack/lib/operator.js';
+import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const run = promisify(execFile);
 const http = clusterHttp();
 const leases: string[] = Object.values(SAMPLE_LEASES);
 const chart = join(repoRoot, 'charts', 'csi-handover');
-const dir = mkdtempSync(join(tmpdir(), 'csi-handover-helm-'));
 
 async function helm(...args: string[]): Promise<string> {
   try {
@@ -29,47 +24,15 @@ async function helm(...args: string[]): Promise<string> {
   }
 }
 
-const report = async (): Promise<HandoverReport | undefined> => reportFromStatus((await http.get<{ status?: unknown }>(SAMPLE_CR_PATH)).status);
-
-/** A log-level change of the sample driver, and the CR's report of its handover to the new pod. */
-async function handOver(level: string): Promise<HandoverReport> {
-  const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-  await setSampleCrLevel(http, level);
-  const after = await waitFor('the new pod', 300_000, async () => {
-    const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-    return pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
-  }, 1_000);
-  await waitLeasesHeldBy(http, NS, leases, after, 300_000);
-  const newHolder = after[0]?.metadata?.name ?? '';
-  return waitFor('the CR to report every lease handed to the new pod', 60_000, async () => {
-    const r = await report();
-    return r && leases.every((l) => r.leases.some((h) => h.lease === l && h.newHolder === newHolder)) && r;
-  }, 500);
-}
-
-/** Takes away the kustomize install (config/default) but its Namespace and CRD, which the chart does not own. */
-async function removeKustomizeInstall(): Promise<void> {
-  const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string });
-  const file = join(dir, 'kustomize-install.yaml');
-  writeFileSync(file, objs.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition').map((o) => stringify(o)).join('---\n'));
-  await kubectl('delete', '-f', file, '--ignore-not-found', '--wait=true');
-  await waitOperatorPodsGone(http);
-}
-
 beforeAll(async () => {
-  await installOperator(http);
-  await setOperatorMode(http, 'standalone');
-  await deploySample('upstream-1replica');
-  await setSampleCrLevel(http, LEVELS[4] ?? 'Debug');
-  await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-  await removeKustomizeInstall();
+  await standaloneSampleAt(http, LEVELS[4] ?? 'Debug');
+  await removeKustomizeInstall(http);
 });
 
 afterAll(async () => {
   await helm('uninstall', 'csi-handover', '--namespace', OPERATOR_NAMESPACE, '--wait', '--ignore-not-found').catch(() => undefined);
   // Later test files expect the kustomize install.
   await installOperator(http);
-  rmSync(dir, { recursive: true, force: true });
 });
 
 describe('helm install, upgrade and uninstall', () => {
@@ -86,21 +49,21 @@ describe('helm install, upgrade and uninstall', () => {
 
     // A fresh install leads once a replica holds the operator Lease (the old install's may still hold it).
     await waitFor('a new replica to lead', 60_000, async () => (await operatorLeader(http)).metadata?.name !== undefined, 500);
-    const r = await handOver(LEVELS[2] ?? 'Normal');
+    const { report: r } = await handOverByLevel(http, LEVELS[2] ?? 'Normal');
     expect(r.leases.filter((h) => leases.includes(h.lease)).map((h) => h.releasedBy)).toEqual(leases.map(() => 'operator'));
   });
 
   it('helm upgrade rolls the operator; the handover report survives and the next rollout adds to it', async () => {
-    const before = await report();
+    const before = await sampleReport(http);
     expect(before).toBeDefined();
     const oldPods = new Set((await operatorPods(http)).map((p) => p.metadata?.name));
     await helm('upgrade', 'csi-handover', chart, '--namespace', OPERATOR_NAMESPACE, '--reuse-values', '--set', 'logLevel=debug', '--wait', '--timeout', '3m');
     await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
     await waitFor('the old operator pods gone', 120_000, async () => (await operatorPods(http)).every((p) => !oldPods.has(p.metadata?.name)), 500);
     // The new replicas read the report back from the CR: unchanged by the upgrade.
-    expect(await report()).toEqual(before);
+    expect(await sampleReport(http)).toEqual(before);
 
-    const after = await handOver(LEVELS[4] ?? 'Debug');
+    const { report: after } = await handOverByLevel(http, LEVELS[4] ?? 'Debug');
     expect(after.totals.handovers).toBeGreaterThan(before?.totals.handovers ?? 0);
     expect(after.leases.filter((h) => leases.includes(h.lease)).map((h) => h.releasedBy)).toEqual(leases.map(() => 'operator'));
   });

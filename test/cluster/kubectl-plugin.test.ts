@@ -6,14 +6,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { binDir, clusterHttp, deploySample, kubeconfigPath, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, LEVELS, SAMPLE_CR_PATH, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
-import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
-import { reportFromStatus } from '../../src/handover/report.js';
+import { binDir, clusterHttp, kubeconfigPath, repoRoot, SAMPLE_DRIVER } from '../../hack/lib/cluster.js';
+import { handOverByLevel, LEVELS, standaloneSampleAt } from '../../hack/lib/operator.js';
+import type { HandoverReport } from '../../src/handover/report.js';
 
 const run = promisify(execFile);
 const http = clusterHttp();
-const leases = Object.values(SAMPLE_LEASES);
 const dir = mkdtempSync(join(tmpdir(), 'csi-handover-plugin-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -26,29 +24,14 @@ async function plugin(...args: string[]): Promise<{ code: number; stdout: string
   );
 }
 
-let recorded: NonNullable<ReturnType<typeof reportFromStatus>>;
+let recorded: HandoverReport;
 
 beforeAll(async () => {
   // The plugin runs the built JavaScript, as a user's checkout would after `make build`.
   await run(join(repoRoot, 'node_modules', '.bin', 'tsc'), ['-p', join(repoRoot, 'tsconfig.build.json')], { cwd: repoRoot });
-  await installOperator(http);
-  await setOperatorMode(http, 'standalone');
-  await deploySample('upstream-1replica');
-  await setSampleCrLevel(http, LEVELS[4] ?? 'Debug');
-  await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
+  await standaloneSampleAt(http, LEVELS[4] ?? 'Debug');
   // A level change, so that the CR reports a rollout whose old holder we know.
-  const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-  await setSampleCrLevel(http, LEVELS[2] ?? 'Normal');
-  const after = await waitFor('the new pod', 300_000, async () => {
-    const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-    return pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
-  }, 1_000);
-  await waitLeasesHeldBy(http, NS, leases, after, 300_000);
-  const newHolder = after[0]?.metadata?.name ?? '';
-  recorded = await waitFor('the CR to report every lease handed to the new pod', 60_000, async () => {
-    const report = reportFromStatus((await http.get<{ status?: unknown }>(SAMPLE_CR_PATH)).status);
-    return report && leases.every((l) => report.leases.some((h) => h.lease === l && h.newHolder === newHolder)) && report;
-  }, 500);
+  recorded = (await handOverByLevel(http, LEVELS[2] ?? 'Normal')).report;
 });
 
 describe('kubectl csi-handover', () => {

@@ -12,12 +12,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { V1Deployment } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { parse, parseAllDocuments, stringify } from 'yaml';
-import { clusterHttp, deploySample, kubectl, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, SAMPLE_CR_PATH, setOperatorMode, setSampleCrLevel, waitOperatorPodsGone } from '../../hack/lib/operator.js';
-import { deploymentPath, templateVerbosity, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
+import { parse, stringify } from 'yaml';
+import { clusterHttp, kubectl, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import { handOverByLevel, installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, removeKustomizeInstall, standaloneSampleAt } from '../../hack/lib/operator.js';
+import { deploymentPath, templateVerbosity, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { thirdPartyDir } from '../../hack/lib/third-party.js';
-import { reportFromStatus } from '../../src/handover/report.js';
 
 const http = clusterHttp();
 const leases: string[] = Object.values(SAMPLE_LEASES);
@@ -62,13 +61,6 @@ const write = (name: string, objs: object[]): string => {
   return file;
 };
 
-/** config/default without its Namespace and CRD (kept: the bundle owns the same CRD, the namespace is the install's). */
-async function removeKustomizeInstall(): Promise<void> {
-  const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string });
-  await kubectl('delete', '-f', write('kustomize-install.yaml', objs.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition')), '--ignore-not-found', '--wait=true');
-  await waitOperatorPodsGone(http);
-}
-
 /** The serving pair OLM issues for a CSV's webhook (Secret <deployment>-service-cert: tls.crt, tls.key). */
 async function issueServingCertAsOlmWould(): Promise<void> {
   const host = `csi-handover-service.${OPERATOR_NAMESPACE}.svc`;
@@ -78,11 +70,7 @@ async function issueServingCertAsOlmWould(): Promise<void> {
 }
 
 beforeAll(async () => {
-  await installOperator(http);
-  await setOperatorMode(http, 'standalone');
-  await deploySample('upstream-1replica');
-  await setSampleCrLevel(http, LEVELS[4] ?? 'Debug');
-  await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
+  await standaloneSampleAt(http, LEVELS[4] ?? 'Debug');
 });
 
 afterAll(async () => {
@@ -112,7 +100,7 @@ describe('the OLM bundle', () => {
   });
 
   it('installed from the CSV\'s permissions and Deployment, the operator runs under restricted Pod Security and hands a lease over', async () => {
-    await removeKustomizeInstall();
+    await removeKustomizeInstall(http);
     await issueServingCertAsOlmWould();
     await kubectl('apply', '-f', write('olm-install.yaml', installedByOlm()));
     await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
@@ -121,18 +109,7 @@ describe('the OLM bundle', () => {
     expect(pods[0]?.spec?.containers[0]?.env?.find((e) => e.name === 'WEBHOOK_CERT_SOURCE')?.value).toBe('olm');
     await waitFor('a replica to lead', 60_000, async () => (await operatorLeader(http)).metadata?.name !== undefined, 500);
 
-    const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-    await setSampleCrLevel(http, LEVELS[2] ?? 'Normal');
-    const after = await waitFor('the new pod', 300_000, async () => {
-      const now = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-      return now.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && now;
-    }, 1_000);
-    await waitLeasesHeldBy(http, NS, leases, after, 300_000);
-    const newHolder = after[0]?.metadata?.name ?? '';
-    const report = await waitFor('the CR to report the handover', 60_000, async () => {
-      const r = reportFromStatus((await http.get<{ status?: unknown }>(SAMPLE_CR_PATH)).status);
-      return r && leases.every((l) => r.leases.some((h) => h.lease === l && h.newHolder === newHolder)) && r;
-    }, 500);
+    const { report } = await handOverByLevel(http, LEVELS[2] ?? 'Normal');
     expect(report.leases.filter((h) => leases.includes(h.lease)).map((h) => h.releasedBy)).toEqual(leases.map(() => 'operator'));
     const d = await http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT));
     expect(templateVerbosity(d)).toBe(2); // and it reconciled the log level
