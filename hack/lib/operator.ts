@@ -26,6 +26,9 @@ export async function installOperator(http: KubeHttp): Promise<void> {
     }
   }
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+  // Installed means leading: an install that replaced another (Helm, the OLM bundle) may find the Lease still held
+  // by a pod that is gone (it could not release it); a replica takes it when it expires.
+  await waitFor('an operator replica to lead', 60_000, () => operatorLeader(http).then(() => true, () => false), 250);
 }
 
 const IMAGE_ANNOTATION = 'csi-handover.local/image-tarball';
@@ -120,13 +123,15 @@ export async function removeKustomizeInstall(http: KubeHttp): Promise<void> {
   const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string });
   const dir = mkdtempSync(join(tmpdir(), 'csi-handover-install-'));
   try {
+    // The Deployment first, so that its replicas, still allowed to, release the operator Lease as they stop.
+    await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
+    await waitOperatorPodsGone(http);
     const file = join(dir, 'kustomize-install.yaml');
     writeFileSync(file, objs.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition').map((o) => stringify(o)).join('---\n'));
     await kubectl('delete', '-f', file, '--ignore-not-found', '--wait=true');
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
-  await waitOperatorPodsGone(http);
 }
 
 /** Switches standalone/companion (a rollout of the operator itself) and waits for it; no-op when already there. */

@@ -14,7 +14,7 @@ import type { V1Deployment } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { clusterHttp, kubectl, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { handOverByLevel, installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, removeKustomizeInstall, standaloneSampleAt } from '../../hack/lib/operator.js';
+import { handOverByLevel, installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, removeKustomizeInstall, standaloneSampleAt, waitOperatorPodsGone } from '../../hack/lib/operator.js';
 import { deploymentPath, templateVerbosity, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { thirdPartyDir } from '../../hack/lib/third-party.js';
 
@@ -74,6 +74,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // The Deployment first: its replicas release the operator Lease while their permissions still exist.
+  await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true').catch(() => undefined);
+  await waitOperatorPodsGone(http).catch(() => undefined);
   await kubectl('delete', '-f', write('olm-install.yaml', installedByOlm()), '--ignore-not-found', '--wait=true').catch(() => undefined);
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'clusterserviceversion', '--all', '--ignore-not-found').catch(() => undefined);
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'secret', 'csi-handover-service-cert', '--ignore-not-found').catch(() => undefined);
