@@ -18,6 +18,7 @@ import { Informer, type InformerView, keyOf, withoutManagedFields } from './kube
 import { WorkQueue } from './kube/workqueue.js';
 import { LeaderElector } from './leaderelection/elector.js';
 import { type LogLevel, pinoLevelFor } from './loglevel/verbosity.js';
+import { WriteAccess } from './kube/access.js';
 import { countRequestsOf, type Metrics } from './metrics.js';
 import { serviceDnsNames } from './webhook/certs.js';
 import { WebhookServer } from './webhook/server.js';
@@ -69,6 +70,8 @@ export class Operator {
     this.nodes = new Informer<V1Node>(http, { path: '/api/v1/nodes', log, transform: nodeForCache });
     // Level-based: what a CR already reports is where its report starts (after a restart, an upgrade, a new leader).
     const reports = new HandoverReports((driver) => reportFromStatus((this.drivers.get(driver) as { status?: unknown } | undefined)?.status));
+    // Whether it may write in a driver's namespace (ClusterRole csi-handover-driver is bound there per namespace).
+    const access = new WriteAccess(http, log.child({ component: 'access' }), systemClock);
     this.handover = new HandoverController({
       http, log: log.child({ controller: 'handover' }), metrics,
       events: new EventRecorder(http, log, cfg.identity),
@@ -78,6 +81,7 @@ export class Operator {
       earlyStart: cfg.earlyStart,
       reports,
       onReportChanged: (driver) => this.enqueueSoon(driver),
+      access,
       now: systemClock,
     });
     if (cfg.webhookPort > 0) {
@@ -108,6 +112,7 @@ export class Operator {
       getDriver: (name) => this.drivers.get(name),
       workloadsOf: (driver) => this.workloadsOf(driver),
       handoverReport: (driver) => reports.get(driver),
+      access,
       now: systemClock,
     };
     this.queue = new WorkQueue({

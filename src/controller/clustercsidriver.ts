@@ -4,12 +4,14 @@
 import type { V1DaemonSet, V1Deployment, V1PodSpec } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { ClusterCSIDriver, type Condition, GROUP, KIND, objectPath, validateSpec, VERSION, type GenerationStatus } from '../api/clustercsidriver.js';
+import { DAEMONSET_UPDATE, DENIAL_REMEMBERED_MS, DEPLOYMENT_UPDATE, describeNeed, LEASE_RELEASE, POD_PATCH, type WriteAccess, type WriteNeed } from '../kube/access.js';
 import { isConflict, type KubeHttp } from '../kube/http.js';
 import { sameContent } from '../kube/same-content.js';
 import type { ReconcileResult } from '../kube/workqueue.js';
 import { DRIVER_LABEL, FIELD_MANAGER } from '../api/names.js';
 import { type Clock, kubeTime } from '../clock.js';
 import { specHasHandoverGate, withHandoverGate } from '../handover/gate.js';
+import { leaseNamespacesOf } from '../handover/lease-namespaces.js';
 import { handoverCondition, type HandoverReport, handoverStatus } from '../handover/report.js';
 import { rewritePodSpecVerbosity } from '../loglevel/args.js';
 import { verbosityFor } from '../loglevel/verbosity.js';
@@ -29,7 +31,41 @@ export interface DriverContext {
   getDriver(name: string): unknown;
   workloadsOf(driver: string): Workload[];
   handoverReport(driver: string): HandoverReport | undefined;
+  /** Whether the operator may write in a namespace (undefined: not asked, e.g. in tests without RBAC). */
+  access?: WriteAccess;
   now: Clock;
+}
+
+/**
+ * The writes this driver's handovers and log level need, by namespace: lease releases where its sidecars elect,
+ * pod patches where its controllers run, workload updates where it may set --v.
+ */
+export function writeNeeds(workloads: readonly Workload[], writesWorkloads: boolean): Map<string, WriteNeed[]> {
+  const needs = new Map<string, WriteNeed[]>();
+  const add = (namespace: string, need: WriteNeed) => {
+    const list = needs.get(namespace) ?? [];
+    if (!list.includes(need)) list.push(need);
+    needs.set(namespace, list);
+  };
+  for (const w of workloads) {
+    const ns = w.obj.metadata?.namespace ?? '';
+    if (w.kind === 'Deployment') {
+      add(ns, POD_PATCH);
+      for (const leaseNs of leaseNamespacesOf(w.obj.spec?.template.spec, ns)) add(leaseNs, LEASE_RELEASE);
+    }
+    if (writesWorkloads) add(ns, w.kind === 'Deployment' ? DEPLOYMENT_UPDATE : DAEMONSET_UPDATE);
+  }
+  return needs;
+}
+
+async function deniedWrites(workloads: readonly Workload[], writesWorkloads: boolean, access: WriteAccess | undefined): Promise<{ namespace: string; denied: string[] }[]> {
+  if (!access) return [];
+  const out: { namespace: string; denied: string[] }[] = [];
+  for (const [namespace, needs] of [...writeNeeds(workloads, writesWorkloads)].sort(([a], [b]) => a.localeCompare(b))) {
+    const denied = await access.denied(namespace, needs);
+    if (denied.length) out.push({ namespace, denied: denied.map(describeNeed) });
+  }
+  return out;
 }
 
 const workloadPath = (w: { kind: Workload['kind']; namespace: string; name: string }): string =>
@@ -84,12 +120,19 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
     return;
   }
   const mayWrite = ctx.mode === 'standalone' && (managementState === 'Managed' || managementState === 'Force');
+  observation.noWriteAccess = await deniedWrites(workloads, mayWrite, ctx.access);
+  if (observation.noWriteAccess.length) log.warn({ denied: observation.noWriteAccess }, 'no write access in the driver\'s namespaces: bind ClusterRole csi-handover-driver there');
+  const denied = (w: Workload) => observation.noWriteAccess?.some((d) => d.namespace === w.obj.metadata?.namespace && d.denied.includes(describeNeed(w.kind === 'Deployment' ? DEPLOYMENT_UPDATE : DAEMONSET_UPDATE)));
   const written: Workload[] = [];
   for (const w of workloads) {
     const plan = rewritePodSpecVerbosity(w.obj.spec?.template.spec ?? { containers: [] }, observation.targetVerbosity);
     if (plan.kind === 'malformed') {
       log.warn({ workload: ref(w), reasons: plan.reasons }, 'workload args cannot be parsed: not rewritten');
       observation.unparsable.push({ workload: ref(w), reasons: plan.reasons });
+      written.push(w);
+    } else if (plan.kind === 'changed' && mayWrite && denied(w)) {
+      // Not tried: it could only be refused (the Degraded condition says how to grant it).
+      (observation.notWritable ??= []).push(ref(w));
       written.push(w);
     } else if (plan.kind === 'changed' && mayWrite) {
       try {
@@ -107,6 +150,8 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   const generations = ctx.mode === 'standalone' ? written.map(generationOf) : [];
   await applyStatus(cr, observation, generations, ctx);
   if (observation.syncErrors.length) throw new Error(`sync failed: ${observation.syncErrors.join('; ')}`);
+  // Nothing announces a RoleBinding (the operator does not watch RBAC): look again once a denial is forgotten.
+  if (observation.noWriteAccess.length) return { requeueAfterMs: DENIAL_REMEMBERED_MS + 1_000 };
 }
 
 /**

@@ -19,7 +19,8 @@ import { handoversMessage, type HandoverReports } from '../handover/report.js';
 import { HandoverSnapshot, workloadRef } from '../handover/snapshot.js';
 import { Batcher } from '../kube/batcher.js';
 import type { EventRecorder } from '../kube/events.js';
-import { isConflict, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
+import { POD_PATCH, type WriteAccess } from '../kube/access.js';
+import { isConflict, isForbidden, isNotFound, type KubeHttp, PatchType } from '../kube/http.js';
 import { type InformerView, keyOf } from '../kube/informer.js';
 import { WorkQueue } from '../kube/workqueue.js';
 import { WrittenOver } from '../kube/written-over.js';
@@ -42,6 +43,8 @@ export interface HandoverDeps {
   reports: HandoverReports;
   /** A driver's handover report changed: its status needs an apply. */
   onReportChanged: (driver: string) => void;
+  /** Whether the operator may patch pods where it would gate one (undefined: not asked). */
+  access?: WriteAccess;
   now: Clock;
 }
 
@@ -169,7 +172,13 @@ export class HandoverController {
       }
     }));
     const s = this.snapshot(fresh);
-    return planAdmission(s, pod, PATCHES, this.earlyLift(s));
+    const plan = planAdmission(s, pod, PATCHES, this.earlyLift(s));
+    // A gate this operator could not lift (no RoleBinding to csi-handover-driver there) would strand the pod: fail open.
+    const ns = pod.metadata?.namespace ?? '';
+    if (plan.gate && this.d.access && (await this.d.access.denied(ns, [POD_PATCH])).length) {
+      return { gate: false, reason: 'no-write-access', message: `csi-handover may not patch pods in namespace ${ns}: not gated, as it could not lift the gate` };
+    }
+    return plan;
   }
 
   /**
@@ -314,6 +323,13 @@ export class HandoverController {
       this.writtenOver.note(written, rv, 'release');
     } catch (err) {
       if (isNotFound(err)) return;
+      if (isForbidden(err)) {
+        // No RoleBinding to csi-handover-driver in this namespace (the ClusterCSIDriver says so): not retried;
+        // the lease expires as it would without csi-handover.
+        this.writtenOver.note(written, rv, 'release');
+        log.warn({ holder: plan.holder, err: String(err) }, 'may not release this lease (403): it will expire');
+        return;
+      }
       if (!isConflict(err)) throw err;
       // Someone else moved (a renewal, a candidate): decide again on the next version the watch brings.
       this.writtenOver.note(written, rv, 'release');
@@ -354,6 +370,11 @@ export class HandoverController {
     } catch (err) {
       // Gone or changed meanwhile (the test op failed): the next event decides again.
       if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) return false;
+      // No RoleBinding to csi-handover-driver in the pod's namespace (the ClusterCSIDriver says so): not retried.
+      if (isForbidden(err)) {
+        log.warn({ pod: pod.metadata?.name, err: String(err) }, `may not patch this pod (403): not done: ${what}`);
+        return false;
+      }
       throw err;
     }
   }

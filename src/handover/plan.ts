@@ -142,7 +142,7 @@ export const OVERLAP_STATE_PREFIX = 'started: overlap';
 const overlapMessage = (pending: string[]): string => `overlap: ${pending.join(', ')} predicted released before this pod's sidecars can try`;
 
 export type AdmissionPlan =
-  | { gate: false; reason: 'not-managed' | 'no-handover-pending' | 'not-gateable'; message: string }
+  | { gate: false; reason: 'not-managed' | 'no-handover-pending' | 'not-gateable' | 'no-write-access'; message: string }
   /** Admitted ungated while a handover is pending: the old leader is predicted dead before this pod can try. */
   | { gate: false; reason: 'overlap'; message: string; patch: unknown[] }
   /** `earlyAt`: when it may start before the release, if the operator has learned enough to say */

@@ -29,6 +29,7 @@ export class KubeApiError extends Error {
 
 export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.status === 409;
 export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
+export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403;
 
 export type Query = Record<string, string | number | boolean | undefined>;
 

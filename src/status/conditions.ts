@@ -20,9 +20,22 @@ export interface DriverObservation {
   unparsable: { workload: string; reasons: string[] }[];
   /** Workloads whose verbosity differs from the target while the operator may not write (companion, Unmanaged). */
   notAtTarget: string[];
+  /** Workloads not at the target because the operator has no write access to them (see noWriteAccess). */
+  notWritable?: string[];
   targetVerbosity: number;
   /** Writes that failed in this reconcile (they are retried with backoff). */
   syncErrors: string[];
+  /** Namespaces where the operator may not make writes it needs ("update leases"): a RoleBinding is missing. */
+  noWriteAccess?: { namespace: string; denied: string[] }[];
+}
+
+/** What a namespace without csi-handover-driver's RoleBinding costs, and how to grant it. */
+export function noWriteAccessMessage(missing: readonly { namespace: string; denied: string[] }[]): string {
+  const where = missing.map((m) => `${m.denied.join(', ')} in namespace ${m.namespace}`).join('; ');
+  const first = missing[0]?.namespace ?? '<namespace>';
+  return `csi-handover may not ${where}: its handovers there fall back to lease expiry and nothing is written. `
+    + `Grant it with a RoleBinding to ClusterRole csi-handover-driver, e.g. kubectl -n ${first} create rolebinding csi-handover-driver `
+    + '--clusterrole=csi-handover-driver --serviceaccount=<operator namespace>:csi-handover';
 }
 
 type Draft = Omit<Condition, 'lastTransitionTime'>;
@@ -60,13 +73,18 @@ export function computeConditions(o: DriverObservation): Draft[] {
     : { type: PROGRESSING, status: 'False', reason: 'AsExpected', message: `all workloads at --v=${o.targetVerbosity} and rolled out` };
   if (!rolling.length && o.notAtTarget.length) {
     progressing.message = `not at --v=${o.targetVerbosity} (${o.managementState === 'Unmanaged' ? 'Unmanaged: not written' : 'left to the driver operator'}): ${o.notAtTarget.join(', ')}`;
+  } else if (!rolling.length && o.notWritable?.length) {
+    progressing.message = `not at --v=${o.targetVerbosity} (no write access, see ${DEGRADED}): ${o.notWritable.join(', ')}`;
   }
+  const noAccess = o.noWriteAccess ?? [];
   const problems = [
+    ...(noAccess.length ? [noWriteAccessMessage(noAccess)] : []),
     ...o.syncErrors,
     ...o.unparsable.map((u) => `${u.workload} not rewritten: ${u.reasons.join('; ')}`),
   ];
+  const reason = noAccess.length ? 'NoWriteAccess' : o.syncErrors.length ? 'SyncError' : 'UnparsableArgs';
   const degraded: Draft = problems.length
-    ? { type: DEGRADED, status: 'True', reason: o.syncErrors.length ? 'SyncError' : 'UnparsableArgs', message: problems.join('; ') }
+    ? { type: DEGRADED, status: 'True', reason, message: problems.join('; ') }
     : { type: DEGRADED, status: 'False', reason: 'AsExpected', message: 'no problems' };
   return [available, progressing, degraded];
 }

@@ -23,6 +23,7 @@ describe('computeConditions', () => {
     ['removed', obs({ managementState: 'Removed' }), [`${AVAILABLE}=False/Removed`, `${PROGRESSING}=False/Removed`, `${DEGRADED}=False/Removed`]],
     ['unparsable args', obs({ unparsable: [{ workload: 'Deployment csi/ctrl', reasons: ['bad'] }] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=True/UnparsableArgs`]],
     ['failed write', obs({ syncErrors: ['Deployment csi/ctrl: 500'] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=True/SyncError`]],
+    ['no write access, and a failed write', obs({ noWriteAccess: [{ namespace: 'csi', denied: ['update leases'] }], syncErrors: ['x'] }), [`${AVAILABLE}=True/AsExpected`, `${PROGRESSING}=False/AsExpected`, `${DEGRADED}=True/NoWriteAccess`]],
   ])('%s', (_n, o, want) => expect(summary(o)).toEqual(want));
 
   it('says which workload is rolling and how far', () => {
@@ -95,5 +96,12 @@ describe('workload progress', () => {
       status: { observedGeneration: 1, desiredNumberScheduled: 4, updatedNumberScheduled: 4, numberAvailable: available, currentNumberScheduled: 4, numberMisscheduled: 0, numberReady: available },
     }).minimumAvailable;
     expect([ds(3), ds(2), ds(2, 2), ds(1, '50%'), ds(2, '50%'), ds(0, '100%')]).toEqual([true, false, true, false, true, false]);
+  });
+  it('says where write access is missing, what it costs and how to grant it; and which workloads were left', () => {
+    const o = obs({ noWriteAccess: [{ namespace: 'csi', denied: ['update leases', 'patch pods'] }, { namespace: 'leases', denied: ['update leases'] }], notWritable: ['Deployment csi/ctrl'] });
+    const [, progressing, degraded] = computeConditions(o);
+    expect(degraded?.message).toBe('csi-handover may not update leases, patch pods in namespace csi; update leases in namespace leases: its handovers there fall back to lease expiry and nothing is written. '
+      + 'Grant it with a RoleBinding to ClusterRole csi-handover-driver, e.g. kubectl -n csi create rolebinding csi-handover-driver --clusterrole=csi-handover-driver --serviceaccount=<operator namespace>:csi-handover');
+    expect(progressing?.message).toBe(`not at --v=4 (no write access, see ${DEGRADED}): Deployment csi/ctrl`);
   });
 });
