@@ -114,6 +114,17 @@ up() {
     --initial-cluster "local=http://127.0.0.1:$etcd_peer_port" --unsafe-no-fsync --log-level warn
   wait_ready etcd "http://127.0.0.1:$etcd_port/health" 60
 
+  # Every request the operator's service accounts make is audited (metadata only; nobody else's): the RBAC test
+  # checks its roles against what it really does.
+  cat >"$local_dir/audit-policy.yaml" <<'POLICY'
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+  - level: Metadata
+    userGroups: ["system:serviceaccounts:csi-handover"]
+  - level: None
+POLICY
   # The API server runs on the host, outside every node's kube-proxy: it reaches webhook Services by their ready
   # endpoints (--enable-aggregator-routing, as control planes off the pod network do), routed to the pod subnets.
   start kube-apiserver "$bin/kube-apiserver" \
@@ -129,6 +140,8 @@ up() {
     --service-account-key-file "$pki/sa.pub" --service-account-signing-key-file "$pki/sa.key" \
     --service-cluster-ip-range 10.0.0.0/24 --allow-privileged=true \
     --enable-aggregator-routing=true \
+    --audit-policy-file "$local_dir/audit-policy.yaml" --audit-log-path "$logs/audit.log" \
+    --audit-log-maxsize 200 --audit-log-maxbackup 1 --audit-log-format json \
     --profiling=false --v=1
   wait_ready kube-apiserver "https://$api_addr:$api_port/readyz" 120 --cacert "$pki/ca.crt" --cert "$pki/admin.crt" --key "$pki/admin.key"
 

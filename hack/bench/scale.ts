@@ -22,7 +22,7 @@ import { Informer } from '../../src/kube/informer.js';
 import { acquiredRecord, LeaseRecord, microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, localDir, waitFor } from '../lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../lib/operator.js';
+import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorLeader } from '../lib/operator.js';
 import { rolloutRestart, waitRolloutComplete } from '../lib/rollout.js';
 import { countQuantity, metricSum, type PlannedLease, parseMetrics, percentile, planLeases, type Point, type Sample, slope, thirds } from './scale-stats.js';
 
@@ -151,6 +151,7 @@ async function createNamespaces(): Promise<void> {
     await create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: nsName(i), labels: { [BENCH_LABEL]: 'scale' } } });
     // Pods can be created once the service-account controller has made the namespace's default account.
     await waitFor(`default service account in ${nsName(i)}`, 60_000, () => http.get(`/api/v1/namespaces/${nsName(i)}/serviceaccounts/default`).then(() => true), 200);
+    await grantDriverNamespace(http, nsName(i));
   });
 }
 

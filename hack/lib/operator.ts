@@ -56,6 +56,18 @@ export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<v
   });
 }
 
+/**
+ * What an admin does for each driver namespace (config/rbac/driver_cluster_role.yaml): binds ClusterRole
+ * csi-handover-driver there, so the operator may release Leases, patch pods and set --v in it. Idempotent.
+ */
+export async function grantDriverNamespace(http: KubeHttp, namespace: string): Promise<void> {
+  await http.apply(`/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings/csi-handover-driver`, {
+    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'csi-handover-driver', namespace },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'csi-handover-driver' },
+    subjects: [{ kind: 'ServiceAccount', name: 'csi-handover', namespace: OPERATOR_NAMESPACE }],
+  }, 'csi-handover-tests');
+}
+
 /** The ClusterCSIDriver CRD alone (config/crd), for writing a CR before the operator is installed. */
 export async function installCrd(): Promise<void> {
   await kubectl('apply', '-k', join(repoRoot, 'config', 'crd'));

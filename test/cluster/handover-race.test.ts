@@ -14,7 +14,7 @@ import { microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
 import { clusterHttp, kubectl, localDir, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, operatorMetric } from '../../hack/lib/operator.js';
+import { grantDriverNamespace, installOperator, operatorMetric } from '../../hack/lib/operator.js';
 import { waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -50,6 +50,7 @@ beforeAll(async () => {
   await installOperator(http);
   await kubectl('create', 'namespace', NS);
   await kubectl('label', 'namespace', NS, 'csi-handover-test=race');
+  await grantDriverNamespace(http, NS);
   // A managed workload whose pod will "hold" the lease.
   await http.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { body: {
     apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'holder', labels: { 'csi-handover.io/driver': 'race.csi.example.com' } },

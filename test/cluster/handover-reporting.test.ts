@@ -8,7 +8,7 @@ import { EventRecorder } from '../../src/kube/events.js';
 import { isConflict, isNotFound, PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorLeader, operatorMetric, setOperatorMode } from '../../hack/lib/operator.js';
+import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorLeader, operatorMetric, setOperatorMode } from '../../hack/lib/operator.js';
 import { rolloutRestart, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -27,6 +27,7 @@ const apply = (path: string, body: object) => http.apply(path, body, FM);
 async function namespace(name: string): Promise<void> {
   await apply(`/api/v1/namespaces/${name}`, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   made.namespaces.push(name);
+  await grantDriverNamespace(http, name);
   await waitFor(`default service account in ${name}`, 30_000, async () => http.get(`/api/v1/namespaces/${name}/serviceaccounts/default`).then(() => true, () => false));
 }
 

@@ -1,7 +1,8 @@
 // The OLM bundle on the local cluster. OLM itself does not run here (operator-sdk and opm are not served): its
 // own CRDs are installed (../shared/third_party/olm-crds-v0.45.0) and the bundle is server-side applied against
 // them with strict validation; then the operator is installed the way OLM's deployment strategy would install it
-// — the CSV's ServiceAccount, permissions and Deployment — and hands a lease over. OLM would also issue the
+// — the CSV's ServiceAccount, permissions, Deployment and the bundle's ClusterRole for drivers' namespaces (the
+// sample driver's namespace binds it) — and hands a lease over. OLM would also issue the
 // webhook's serving certificate into the Secret csi-handover-service-cert (the replicas are Ready only once they
 // can serve the webhook): the test writes one there, as OLM would; the webhook configuration OLM would create is
 // not made, so new pods are not gated and the handover is the operator's release alone.
@@ -52,6 +53,8 @@ function installedByOlm(): object[] {
         roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `csi-handover-olm-${i}` }, subjects: [{ kind: 'ServiceAccount', name: p.serviceAccountName, namespace: ns }] },
     ]),
     ...s.deployments.map((d) => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: meta(d.name), spec: d.spec })),
+    // The bundle's other RBAC manifests (the drivers' write role, which the admin binds per namespace).
+    ...readdirSync(bundle).filter((f) => f.includes('_rbac.authorization.k8s.io_')).map((f) => parse(readFileSync(join(bundle, f), 'utf8')) as object),
   ];
 }
 

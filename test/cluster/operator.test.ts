@@ -11,7 +11,7 @@ import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import { clusterHttp, kubectl, localDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader, operatorMetric, operatorPods, operatorRequests } from '../../hack/lib/operator.js';
+import { grantDriverNamespace, installOperator, operatorLeader, operatorMetric, operatorPods, operatorRequests } from '../../hack/lib/operator.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
@@ -95,6 +95,7 @@ beforeAll(async () => {
   operatorLogFollower.start();
   await installOperator(http);
   await kubectl('create', 'namespace', NS);
+  await grantDriverNamespace(http, NS);
   const { deployment, daemonSet } = workloads();
   await http.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { body: deployment });
   await http.request('POST', `/apis/apps/v1/namespaces/${NS}/daemonsets`, { body: daemonSet });

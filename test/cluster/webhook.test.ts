@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DRIVER_LABEL, HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { isNotFound, PatchType } from '../../src/kube/http.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setOperatorEnv, waitOperatorPodsGone } from '../../hack/lib/operator.js';
+import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorMetric, setOperatorEnv, waitOperatorPodsGone } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -84,6 +84,7 @@ async function webhookCovers(namespace: string): Promise<void> {
 beforeAll(async () => {
   await installOperator(http);
   await kubectl('create', 'namespace', NS);
+  await grantDriverNamespace(http, NS);
   await http.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { body: deployment(4) });
   await webhookCovers(NS);
   await onlyPod();

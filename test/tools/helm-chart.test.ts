@@ -44,12 +44,15 @@ describe('charts/csi-handover', () => {
   });
 
   it('carries its values into the Deployment and the webhook', async () => {
-    const objs = await render('mode=companion', 'replicas=3', 'gateTimeout=20s', 'logLevel=debug', 'webhook.certSource=service-ca', 'earlyStart=true', 'watchNamespaces={a,b}', 'image.tag=v9');
+    const objs = await render('mode=companion', 'replicas=3', 'gateTimeout=20s', 'logLevel=debug', 'webhook.certSource=service-ca', 'earlyStart=true', 'watchNamespaces={a,b}', 'image.tag=v9', 'driverNamespaces={csi-a,csi-b}');
     const env = deploymentEnv(objs);
     expect(env).toMatchObject({ CSI_HANDOVER_MODE: 'companion', GATE_TIMEOUT: '20s', LOG_LEVEL: 'debug', WEBHOOK_CERT_SOURCE: 'service-ca', EARLY_START: 'true', WATCH_NAMESPACES: 'a,b' });
     const d = objs.find((o) => o.kind === 'Deployment') as unknown as { spec: { replicas: number; template: { spec: { containers: { image: string }[] } } } };
     expect(d.spec.replicas).toBe(3);
     expect(d.spec.template.spec.containers[0]?.image).toBe('csi-handover.local/csi-handover:v9');
+    // Write access in the drivers' namespaces, and nowhere else.
+    const bindings = objs.filter((o) => o.kind === 'RoleBinding' && (o as unknown as { roleRef: { name: string } }).roleRef.name === 'csi-handover-driver');
+    expect(bindings.map((b) => b.metadata.namespace)).toEqual(['csi-a', 'csi-b']);
     const webhook = objs.find((o) => o.kind === 'MutatingWebhookConfiguration');
     expect(webhook?.metadata).toMatchObject({ annotations: { 'service.beta.openshift.io/inject-cabundle': 'true' } });
   });

@@ -39,10 +39,15 @@ describe('bundle/', () => {
   it('grants what config/rbac grants, less the webhook configuration (OLM owns it) and the Secret\'s creation', async () => {
     const objs = await kustomize();
     const clusterRules = find(objs, 'ClusterRole', 'csi-handover').rules.filter((r: { resources: string[] }) => !r.resources.includes('mutatingwebhookconfigurations'));
-    expect(csv.spec.install.spec.clusterPermissions).toEqual([{ serviceAccountName: 'csi-handover', rules: clusterRules }]);
+    // OLM makes Roles only in the operator's namespace: the Events Role of "default" becomes cluster-wide here.
+    const events = find(objs, 'Role', 'csi-handover-events').rules;
+    expect(csv.spec.install.spec.clusterPermissions).toEqual([{ serviceAccountName: 'csi-handover', rules: [...clusterRules, ...events] }]);
+    // The writes in drivers' namespaces: the same ClusterRole, for the admin to bind per namespace.
+    const driver = parse(readFileSync(join(bundle, 'manifests', 'csi-handover-driver_rbac.authorization.k8s.io_v1_clusterrole.yaml'), 'utf8')) as Obj;
+    expect(driver).toEqual(find(objs, 'ClusterRole', 'csi-handover-driver'));
     expect(csv.spec.install.spec.permissions).toEqual([{ serviceAccountName: 'csi-handover', rules: [
       ...find(objs, 'Role', 'csi-handover-leader-election').rules,
-      { apiGroups: [''], resources: ['secrets'], resourceNames: ['csi-handover-service-cert'], verbs: ['get', 'list', 'watch'] },
+      { apiGroups: [''], resources: ['secrets'], resourceNames: ['csi-handover-service-cert'], verbs: ['list', 'watch'] },
     ] }]);
   });
 
