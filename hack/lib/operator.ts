@@ -7,6 +7,7 @@ import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { HANDOVER_GATE } from '../../src/api/names.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
+import { isLogLevel, verbosityFor } from '../../src/loglevel/verbosity.js';
 import { isConflict, type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { parseMetrics } from '../bench/scale-stats.js';
 import { deploySample, kubectl, localDir, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from './cluster.js';
@@ -79,8 +80,6 @@ export async function sampleReport(http: KubeHttp): Promise<HandoverReport | und
   return reportFromStatus((await http.get<{ status?: unknown }>(SAMPLE_CR_PATH)).status);
 }
 
-const VERBOSITY: Record<string, number> = { '': 2, Normal: 2, Debug: 4, Trace: 6, TraceAll: 8 };
-
 /**
  * The sample driver at rest: the CR's log level is in its controller's template (the operator has written it),
  * the rollout is done and its pods hold every lease. Returns those pods.
@@ -88,13 +87,21 @@ const VERBOSITY: Record<string, number> = { '': 2, Normal: 2, Debug: 4, Trace: 6
 export async function settledSample(http: KubeHttp): Promise<V1Pod[]> {
   await waitFor('the CR log level in the template', 60_000, async () => {
     const cr = await http.get<{ spec?: { logLevel?: string } }>(SAMPLE_CR_PATH).catch(() => undefined);
-    const want = `--v=${VERBOSITY[cr?.spec?.logLevel ?? 'Normal'] ?? 2}`;
+    const level = cr?.spec?.logLevel ?? '';
+    const want = `--v=${verbosityFor(isLogLevel(level) ? level : '')}`;
     const d = await http.get<V1Deployment>(deploymentPath(SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT));
     return (d.spec?.template.spec?.containers ?? []).every((c) => c.args?.includes(want));
   });
   const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
   await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, Object.values(SAMPLE_LEASES), pods, 300_000);
   return pods;
+}
+
+/** The settled sample driver's leader: the first of its pods (the 1-replica overlays have no other). */
+export async function settledSampleLeader(http: KubeHttp): Promise<V1Pod> {
+  const [leader] = await settledSample(http);
+  if (!leader) throw new Error('the sample driver has no pod');
+  return leader;
 }
 
 /** The operator (standalone) and the 1-replica sample driver at `level`, settled: the usual start of a test file. */

@@ -3,22 +3,15 @@
 // force-deleted leader (the operator refuses to release; the leases expire) raises the expiry and refusal alerts.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { clusterHttp, repoRoot, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { LEVELS, operatorMetric, operatorPods, setSampleCrLevel, settledSample, standaloneSampleAt } from '../../hack/lib/operator.js';
+import { LEVELS, operatorMetric, operatorPods, setSampleCrLevel, settledSampleLeader, standaloneSampleAt } from '../../hack/lib/operator.js';
 import { type ActiveAlert, LocalPrometheus } from '../../hack/lib/prometheus.js';
 import { ruleGroupsOf } from '../tools/prometheus.js';
 
 const http = clusterHttp();
 const leases = Object.values(SAMPLE_LEASES);
 let prometheus: LocalPrometheus;
-
-async function settled(): Promise<V1Pod> {
-  const [leader] = await settledSample(http);
-  if (!leader) throw new Error('no pod');
-  return leader;
-}
 
 const firing = async (): Promise<ActiveAlert[]> => (await prometheus.alerts()).filter((a) => a.state === 'firing');
 const names = (alerts: ActiveAlert[]) => alerts.map((a) => a.labels.reason ? `${a.labels.alertname}{reason=${a.labels.reason}}` : a.labels.alertname).sort();
@@ -52,7 +45,7 @@ describe('alert rules on a real Prometheus', () => {
     const releasedBefore = await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="operator"}');
     await setSampleCrLevel(http, LEVELS[2] ?? 'Normal');
     const leader = await waitFor('the rollout to a new pod', 300_000, async () => {
-      const pod = await settled();
+      const pod = await settledSampleLeader(http);
       return (await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="operator"}')) >= releasedBefore + leases.length && pod;
     }, 1_000);
     await scraped('csi_handover_lease_releases_total{released_by="operator"}', releasedBefore + leases.length);

@@ -2,26 +2,17 @@
 // operator must not release for a force-deleted pod, a pod on a partitioned node, or a pod whose node's kubelet
 // or containerd is down while it is deleted; in each case the lease changes hands only after the old holder's
 // processes are gone (the node records when they exited).
-import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
 import { clusterHttp, deploySample, kubectl, nodeComponent, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setSampleCrLevel } from '../../hack/lib/operator.js';
+import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setSampleCrLevel, settledSampleLeader } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
 const leases = Object.values(SAMPLE_LEASES);
 const log = makeLogger('test', 'warn');
 const LEASE_MS = 15_000; // upstream timings
-
-async function settledLeader(): Promise<V1Pod> {
-  const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-  await waitLeasesHeldBy(http, NS, leases, pods, 300_000);
-  const [leader] = pods;
-  if (!leader) throw new Error('no pod');
-  return leader;
-}
 
 /** The Deployment has replaced `old`, and the new pod holds every lease. */
 async function waitReplacedAndLeasesHeld(old: string): Promise<void> {
@@ -48,7 +39,7 @@ beforeAll(async () => {
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   await deploySample('upstream-1replica');
   await setSampleCrLevel(http, 'Debug');
-  await settledLeader();
+  await settledSampleLeader(http);
 });
 
 afterAll(async () => {
@@ -59,7 +50,7 @@ afterAll(async () => {
 
 describe('no release without proof of death', () => {
   it('a force-deleted leader pod: the operator does not release; the lease expires after the processes are gone', async () => {
-    const leader = await settledLeader();
+    const leader = await settledSampleLeader(http);
     const name = leader.metadata?.name ?? '';
     const refusedBefore = await refusedReleases('force-deleted');
     const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
@@ -85,7 +76,7 @@ describe('no release without proof of death', () => {
   });
 
   it('a leader on a partitioned node: no release while its processes run; released once they are gone', async () => {
-    const leader = await settledLeader();
+    const leader = await settledSampleLeader(http);
     const name = leader.metadata?.name ?? '';
     const node = leader.spec?.nodeName ?? '';
     const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
@@ -121,7 +112,7 @@ describe('no release without proof of death', () => {
   });
 
   it.each(['kubelet', 'containerd'] as const)('the leader deleted while its node\'s %s is down: nothing released until it is back and the processes are gone', async (component) => {
-    const leader = await settledLeader();
+    const leader = await settledSampleLeader(http);
     const name = leader.metadata?.name ?? '';
     const node = leader.spec?.nodeName ?? '';
     const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
