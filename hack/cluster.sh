@@ -8,6 +8,8 @@
 #   hack/cluster.sh up     start (idempotent: a running cluster is left alone; adds KWOK when asked)
 #   hack/cluster.sh down   stop every process it started, and check none is left
 #   hack/cluster.sh running   exit 0 if this state dir's API server runs
+#   hack/cluster.sh restart <etcd|kube-apiserver|kube-controller-manager|kube-scheduler> [TERM|KILL]
+#                          a fault: stop one control-plane process (gracefully, or as a crash) and start it again
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 local_dir="${CSI_HANDOVER_LOCAL:-$root/.local}"
@@ -235,10 +237,31 @@ down() {
   return "$left"
 }
 
+# stop_component <name> <signal>: signal its process group and wait until it is gone.
+stop_component() {
+  local pid
+  alive "$1" || return 0
+  pid="$(cat "$pids/$1")"
+  kill "-$2" -- "-$pid" 2>/dev/null || kill "-$2" "$pid" 2>/dev/null || true
+  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$pid" 2>/dev/null || true
+  rm -f "$pids/$1"
+  log "stopped $1 (SIG$2)"
+}
+
+restart_component() { # restart_component <name> <signal>: `up` starts again only what is not running
+  case "$1" in etcd|kube-apiserver|kube-controller-manager|kube-scheduler) ;; *) log "restart: not a control-plane process: $1"; exit 2 ;; esac
+  case "$2" in TERM|KILL) ;; *) log "restart: TERM or KILL, not $2"; exit 2 ;; esac
+  alive kube-apiserver || { log "restart: no cluster runs here"; exit 1; }
+  stop_component "$1" "$2"
+  up
+}
+
 case "${1:-}" in
   up) up ;;
+  restart) restart_component "${2:-}" "${3:-TERM}" ;;
   running) alive kube-apiserver ;;
   down) down ;;
   wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/nodes" "$local_dir/kwok" "$logs" ;;
-  *) echo "usage: $0 up|down|wipe|running" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|wipe|running|restart <component> [TERM|KILL]" >&2; exit 2 ;;
 esac

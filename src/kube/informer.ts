@@ -193,7 +193,11 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
       if (this.abort === abort) this.abort = undefined;
     }
     if (this.stopped) return;
-    if (gone) this.resourceVersion = '';
+    if (gone) {
+      // The server no longer has our place in its history (compacted, or restarted since): start over.
+      this.opts.log.info({ path: this.opts.path, resourceVersion: this.resourceVersion }, 'watch expired (410 Gone): relisting');
+      this.resourceVersion = '';
+    }
     // A watch that ended cleanly (server timeout, 410) is resumed at once; one that closes instantly
     // without delivering anything is treated as a failure, so a misbehaving server is not hammered.
     if (events === 0 && Date.now() - startedAt < 1000) this.scheduleRetry(new Error('watch closed at once'));

@@ -1,0 +1,140 @@
+// The faults of the reliability matrix (test/cluster/faults.test.ts) and the soak (hack/bench/soak.ts), each
+// done for real to the local cluster's processes: a crash is a SIGKILL of the process the node's runtime started,
+// a restart stops and starts the control plane's own process, a partition freezes a kubelet. Each fault checks
+// that it took effect (a fault that silently did nothing would make a test pass for the wrong reason) and returns
+// what it did, in words, for the report.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { KubeHttp } from '../../src/kube/http.js';
+import { clusterScript, kubectl, nodeComponent, nodeEvents, setPartitioned, waitFor } from './cluster.js';
+import { OPERATOR_NAMESPACE, operatorLeader, operatorPods } from './operator.js';
+
+export const FAULTS = [
+  'operator-leader-sigkill', // the operator's leader crashes (its container restarts in place)
+  'operator-all-sigkill', // both replicas crash at once
+  'apiserver-restart', // kube-apiserver stopped (SIGTERM) and started again
+  'etcd-restart', // etcd crashes (SIGKILL) and starts again
+  'watch-expiry', // etcd compacted and the API server restarted: every watch resumes with 410 Gone and relists
+  'kubelet-restart', // the terminating leader's kubelet is stopped (SIGKILL) for 10 s, then started
+  'containerd-restart', // the terminating leader's containerd is stopped (SIGKILL) for 5 s, then started
+  'partition', // the terminating leader's kubelet stops talking (SIGSTOP) for 20 s
+  'force-delete', // the terminating leader's pod object is deleted with grace period 0
+] as const;
+export type Fault = (typeof FAULTS)[number];
+
+/** Faults that act on the old leader's pod or node (the rest act on the operator or the control plane). */
+export const POD_FAULTS: ReadonlySet<Fault> = new Set(['kubelet-restart', 'containerd-restart', 'partition', 'force-delete']);
+
+export interface FaultTarget {
+  http: KubeHttp;
+  namespace: string;
+  /** the driver pod that held the leases when the rollout started */
+  oldLeader: V1Pod;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** The host pids of a pod's running containers, from the node's own record (containerd's task starts and exits). */
+export async function containerPids(namespace: string, pod: string): Promise<Map<string, number>> {
+  const running = new Map<string, number>();
+  for (const e of await nodeEvents()) {
+    if (e.namespace !== namespace || e.pod !== pod || e.container === undefined) continue;
+    if (e.event === 'container-started' && e.pid !== undefined) running.set(e.container, e.pid);
+    else if (e.event === 'container-exited') running.delete(e.container);
+  }
+  return running;
+}
+
+/** SIGKILLs every container process of an operator pod and waits until the kubelet has seen it restart. */
+async function crashOperatorPod(http: KubeHttp, pod: V1Pod): Promise<void> {
+  const name = pod.metadata?.name ?? '';
+  const restarts = (p: V1Pod | undefined) => (p?.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
+  const before = restarts(pod);
+  const pids = await containerPids(OPERATOR_NAMESPACE, name);
+  if (pids.size === 0) throw new Error(`no running container of ${name} in the nodes' record`);
+  for (const pid of pids.values()) process.kill(pid, 'SIGKILL');
+  await waitFor(`${name} to restart after its crash`, 120_000, async () => restarts((await operatorPods(http)).find((p) => p.metadata?.name === name)) > before, 250);
+}
+
+/** Current etcd revision, from etcd's own gateway. */
+async function etcdRevision(): Promise<number> {
+  const r = await fetch(`http://127.0.0.1:${process.env.ETCD_PORT ?? '22379'}/v3/kv/range`, { method: 'POST', body: JSON.stringify({ key: 'AA==' }) });
+  const body = (await r.json()) as { header?: { revision?: string } };
+  const rev = Number(body.header?.revision);
+  if (!Number.isFinite(rev) || rev <= 0) throw new Error(`etcd gave no revision: ${JSON.stringify(body)}`);
+  return rev;
+}
+
+async function compactEtcd(): Promise<number> {
+  const revision = await etcdRevision();
+  const r = await fetch(`http://127.0.0.1:${process.env.ETCD_PORT ?? '22379'}/v3/kv/compaction`, { method: 'POST', body: JSON.stringify({ revision: String(revision), physical: true }) });
+  if (!r.ok) throw new Error(`etcd compaction at ${revision}: ${r.status} ${await r.text()}`);
+  return revision;
+}
+
+/** Waits until the API server answers again (after a control-plane restart). */
+async function apiServerBack(http: KubeHttp): Promise<void> {
+  await waitFor('the API server to answer', 120_000, () => http.get('/readyz').then(() => true, () => false), 250);
+}
+
+/** Does `fault` to the cluster; resolves once it is over (the component back), with what was done. */
+export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
+  const leaderName = t.oldLeader.metadata?.name ?? '';
+  const node = t.oldLeader.spec?.nodeName ?? '';
+  switch (fault) {
+    case 'operator-leader-sigkill': {
+      const leader = await operatorLeader(t.http);
+      await crashOperatorPod(t.http, leader);
+      return `SIGKILLed the operator's leader ${leader.metadata?.name}`;
+    }
+    case 'operator-all-sigkill': {
+      const pods = (await operatorPods(t.http)).filter((p) => !p.metadata?.deletionTimestamp);
+      await Promise.all(pods.map((p) => crashOperatorPod(t.http, p)));
+      return `SIGKILLed all ${pods.length} operator replicas`;
+    }
+    case 'apiserver-restart':
+      await clusterScript('restart', 'kube-apiserver', 'TERM');
+      await apiServerBack(t.http);
+      return 'restarted kube-apiserver';
+    case 'etcd-restart':
+      await clusterScript('restart', 'etcd', 'KILL');
+      await apiServerBack(t.http);
+      return 'crashed and restarted etcd';
+    case 'watch-expiry': {
+      const revision = await compactEtcd();
+      await clusterScript('restart', 'kube-apiserver', 'TERM');
+      await apiServerBack(t.http);
+      return `compacted etcd at revision ${revision} and restarted kube-apiserver`;
+    }
+    case 'kubelet-restart':
+    case 'containerd-restart': {
+      const component = fault === 'kubelet-restart' ? 'kubelet' : 'containerd';
+      await nodeComponent('stop', node, component);
+      try {
+        await sleep(component === 'kubelet' ? 10_000 : 5_000);
+      } finally {
+        await nodeComponent('start', node, component);
+      }
+      return `${component} of ${node} down for ${component === 'kubelet' ? 10 : 5} s while ${leaderName} terminated`;
+    }
+    case 'partition':
+      await setPartitioned(node, true);
+      try {
+        await sleep(20_000);
+      } finally {
+        await setPartitioned(node, false);
+      }
+      return `${node} partitioned for 20 s while ${leaderName} terminated`;
+    case 'force-delete':
+      await kubectl('-n', t.namespace, 'delete', 'pod', leaderName, '--grace-period=0', '--force', '--wait=false').catch((err: unknown) => {
+        // Already gone: the graceful deletion finished first; nothing was forced.
+        if (!String(err).includes('NotFound')) throw err;
+      });
+      return `force-deleted ${leaderName}`;
+  }
+}
+
+/** Whether the operator logged that a watch expired (410 Gone) and relisted, since `since`. */
+export async function operatorRelisted(since: Date): Promise<boolean> {
+  const out = await kubectl('-n', OPERATOR_NAMESPACE, 'logs', '-l', 'app.kubernetes.io/name=csi-handover', '--since-time', since.toISOString(), '--tail=-1', '--prefix');
+  return out.includes('watch expired (410 Gone)');
+}
