@@ -6,7 +6,7 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image typecheck build clean
+.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image soak typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
@@ -22,6 +22,7 @@ help:
 	@echo "make bench-race      companion mode's race: did the new pod try the lease before its release? (RACE_ROLLOUTS)"
 	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
 	@echo "make bench-image     how fast the operator image starts on a real node: created, started, serving, Ready"
+	@echo "make soak            SOAK_ROLLOUTS rollouts with faults drawn at random, an independent observer checking the invariants"
 	@echo "make bench-cache     heap per cached pod and node: as served, without managedFields, as the engine keeps them"
 
 deps: .local/.deps-ok
@@ -76,6 +77,10 @@ bench-failover: deps bins
 bench-kubelet: deps bins
 	hack/cluster.sh up
 	npx tsx hack/bench/kubelet-timeline.ts
+
+soak: deps bins image
+	hack/cluster.sh up
+	npx tsx hack/bench/soak.ts
 
 bench-race: deps bins
 	hack/cluster.sh up

@@ -44,15 +44,19 @@ export async function containerPids(namespace: string, pod: string): Promise<Map
   return running;
 }
 
-/** SIGKILLs every container process of an operator pod and waits until the kubelet has seen it restart. */
-async function crashOperatorPod(http: KubeHttp, pod: V1Pod): Promise<void> {
+/**
+ * SIGKILLs every container process of an operator pod and waits until the node saw them exit; the kubelet
+ * restarts the container in place, after its crash backoff (which grows with each crash).
+ */
+async function crashOperatorPod(pod: V1Pod): Promise<void> {
   const name = pod.metadata?.name ?? '';
-  const restarts = (p: V1Pod | undefined) => (p?.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0);
-  const before = restarts(pod);
   const pids = await containerPids(OPERATOR_NAMESPACE, name);
   if (pids.size === 0) throw new Error(`no running container of ${name} in the nodes' record`);
   for (const pid of pids.values()) process.kill(pid, 'SIGKILL');
-  await waitFor(`${name} to restart after its crash`, 120_000, async () => restarts((await operatorPods(http)).find((p) => p.metadata?.name === name)) > before, 250);
+  await waitFor(`${name}'s containers to exit`, 30_000, async () => {
+    const now = await containerPids(OPERATOR_NAMESPACE, name);
+    return [...pids].every(([c, pid]) => now.get(c) !== pid);
+  }, 100);
 }
 
 /** Current etcd revision, from etcd's own gateway. */
@@ -83,12 +87,12 @@ export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
   switch (fault) {
     case 'operator-leader-sigkill': {
       const leader = await operatorLeader(t.http);
-      await crashOperatorPod(t.http, leader);
+      await crashOperatorPod(leader);
       return `SIGKILLed the operator's leader ${leader.metadata?.name}`;
     }
     case 'operator-all-sigkill': {
       const pods = (await operatorPods(t.http)).filter((p) => !p.metadata?.deletionTimestamp);
-      await Promise.all(pods.map((p) => crashOperatorPod(t.http, p)));
+      await Promise.all(pods.map((p) => crashOperatorPod(p)));
       return `SIGKILLed all ${pods.length} operator replicas`;
     }
     case 'apiserver-restart':

@@ -12,6 +12,7 @@ import { Informer } from '../../src/kube/informer.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
 import { type Handover, handoversFrom } from '../bench/handovers.js';
 import { nodeEvents, waitFor } from './cluster.js';
+import { OPERATOR_NAMESPACE } from './operator.js';
 import { checkGates, checkLeases, type LeaseSample, type PodSample, type Violation } from './invariants.js';
 import { deploymentPath } from './rollout.js';
 
@@ -43,7 +44,7 @@ export class Observer {
   private timer: NodeJS.Timeout | undefined;
   private probeTimer: NodeJS.Timeout | undefined;
   private checking = false;
-  /** When the API server did not answer the observer's own probe (every 500 ms). */
+  /** When the API server did not answer the observer's own probe (every 500 ms), or no operator pod was Ready. */
   readonly outages: { from: number; to: number }[] = [];
   private downSince: number | undefined;
 
@@ -81,9 +82,15 @@ export class Observer {
     this.probeTimer = setInterval(() => void this.probe(), 500);
   }
 
+  /**
+   * Could the operator act? Not while the API server does not answer, nor while no operator pod is Ready (both
+   * replicas crashed and in the kubelet's restart backoff): a gated pod can only be let go by a running operator.
+   */
   private async probe(): Promise<void> {
     const at = Date.now();
-    const ok = await Promise.race([this.http.get('/version').then(() => true, () => false), new Promise<boolean>((r) => setTimeout(() => r(false), 1_000))]);
+    const answer = this.http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods`, { labelSelector: 'app.kubernetes.io/name=csi-handover' })
+      .then((l) => l.items.some((p) => !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')), () => false);
+    const ok = await Promise.race([answer, new Promise<boolean>((r) => setTimeout(() => r(false), 1_000))]);
     if (!ok) this.downSince ??= at;
     else if (this.downSince !== undefined) {
       this.outages.push({ from: this.downSince, to: Date.now() });
@@ -114,9 +121,9 @@ export class Observer {
       this.add(checkLeases(this.leaseSamples, events, until));
       // A gate's allowance: the operator lifts on its timer (1 s) and creationTimestamp has whole seconds.
       const outages = this.downSince === undefined ? this.outages : [...this.outages, { from: this.downSince, to: Date.now() }];
-      // The handover queue's backoff cap (src/controller/handover.ts): the longest the operator may wait to try
-      // again once the API server answers again.
-      this.add(checkGates(this.podSamples.filter((s) => s.t <= until), { gateTimeoutMs: this.opts.gateTimeoutMs, slackMs: 5_000, now: until, final, outages, retryAfterOutageMs: 10_000 }));
+      // After an outage the operator may need its own lease (15 s, a crashed leader's runs out) and its handover
+      // queue's backoff cap (10 s, src/controller/handover.ts) before it lifts.
+      this.add(checkGates(this.podSamples.filter((s) => s.t <= until), { gateTimeoutMs: this.opts.gateTimeoutMs, slackMs: 5_000, now: until, final, outages, retryAfterOutageMs: 25_000 }));
     } finally {
       this.checking = false;
     }
@@ -147,9 +154,11 @@ export class Observer {
     return { violations: this.violations(), handovers: this.handovers(), gatedPods: new Set(this.podSamples.filter((p) => p.gated).map((p) => p.uid)).size };
   }
 
-  /** Every holder change seen, with how the lease was freed: released by the operator or the holder, or by expiry. */
-  handovers(): ObserverReport['handovers'] {
-    const stops = new Map<string, number>(); // not needed to classify; gaps are the soak's business
+  /**
+   * Every holder change seen, with how the lease was freed: released by the operator or the holder, or by expiry;
+   * with the old holders' stop times (sigtermTimes) each also has its gap.
+   */
+  handovers(stops: ReadonlyMap<string, number> = new Map()): ObserverReport['handovers'] {
     return handoversFrom(this.leaseSamples.map((s) => ({ t: s.t, lease: s.lease, holder: s.holder })), stops).map((h) => {
       const release = h.releasedAt === undefined ? undefined : this.leaseSamples.find((s) => s.lease === h.lease && s.t === h.releasedAt && s.holder === '');
       return { ...h, freedBy: release === undefined ? 'expiry' : release.releasedByOperator ? 'operator' : 'holder' };
