@@ -45,18 +45,26 @@ export async function containerPids(namespace: string, pod: string): Promise<Map
 }
 
 /**
- * SIGKILLs every container process of an operator pod and waits until the node saw them exit; the kubelet
- * restarts the container in place, after its crash backoff (which grows with each crash).
+ * SIGKILLs every running container process of an operator pod and waits until the node saw them exit; the kubelet
+ * restarts the container in place, after its crash backoff (which grows with each crash). False if none ran (the
+ * pod is still in that backoff from an earlier crash).
  */
-async function crashOperatorPod(pod: V1Pod): Promise<void> {
+async function crashOperatorPod(pod: V1Pod): Promise<boolean> {
   const name = pod.metadata?.name ?? '';
   const pids = await containerPids(OPERATOR_NAMESPACE, name);
-  if (pids.size === 0) throw new Error(`no running container of ${name} in the nodes' record`);
-  for (const pid of pids.values()) process.kill(pid, 'SIGKILL');
+  if (pids.size === 0) return false;
+  for (const pid of pids.values()) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // exited between the record and the kill
+    }
+  }
   await waitFor(`${name}'s containers to exit`, 30_000, async () => {
     const now = await containerPids(OPERATOR_NAMESPACE, name);
     return [...pids].every(([c, pid]) => now.get(c) !== pid);
   }, 100);
+  return true;
 }
 
 /** Current etcd revision, from etcd's own gateway. */
@@ -86,14 +94,14 @@ export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
   const node = t.oldLeader.spec?.nodeName ?? '';
   switch (fault) {
     case 'operator-leader-sigkill': {
-      const leader = await operatorLeader(t.http);
-      await crashOperatorPod(leader);
-      return `SIGKILLed the operator's leader ${leader.metadata?.name}`;
+      const leader = await operatorLeader(t.http).catch(() => undefined);
+      if (!leader) return 'no operator replica leads (in crash backoff): nothing to kill';
+      return (await crashOperatorPod(leader)) ? `SIGKILLed the operator's leader ${leader.metadata?.name}` : `the operator's leader ${leader.metadata?.name} was not running (crash backoff)`;
     }
     case 'operator-all-sigkill': {
       const pods = (await operatorPods(t.http)).filter((p) => !p.metadata?.deletionTimestamp);
-      await Promise.all(pods.map((p) => crashOperatorPod(p)));
-      return `SIGKILLed all ${pods.length} operator replicas`;
+      const killed = (await Promise.all(pods.map((p) => crashOperatorPod(p)))).filter(Boolean).length;
+      return `SIGKILLed all ${pods.length} operator replicas${killed < pods.length ? ` (${pods.length - killed} of them not running: crash backoff)` : ''}`;
     }
     case 'apiserver-restart':
       await clusterScript('restart', 'kube-apiserver', 'TERM');
