@@ -5,8 +5,8 @@
 //   only where drivers run: with the account's own token, a Lease or pod outside them cannot be written;
 // - a driver in a namespace without that binding is reported Degraded (NoWriteAccess) and nothing is written to
 //   it; binding the role clears it.
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { operatorAudit, resourceOf, WRITES } from '../../hack/lib/audit.js';
 import type { V1Deployment, V1Lease } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
@@ -15,37 +15,14 @@ import { microTime } from '../../src/leaderelection/lease-record.js';
 import { isForbidden, KubeHttp, PatchType } from '../../src/kube/http.js';
 import { fixedToken } from '../../src/kube/config.js';
 import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
-import { clusterHttp, kubeconfigPath, kubectl, localDir, repoRoot, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from '../../hack/lib/cluster.js';
+import { clusterHttp, kubeconfigPath, kubectl, repoRoot, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from '../../hack/lib/cluster.js';
 import { grantDriverNamespace, handOverByLevel, LEVELS, OPERATOR_NAMESPACE, standaloneSampleAt } from '../../hack/lib/operator.js';
 import { waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
-const SA = `system:serviceaccount:${OPERATOR_NAMESPACE}:csi-handover`;
 const OUTSIDE = `rbac-outside-${Date.now().toString(36)}`;
 const UNBOUND = `rbac-unbound-${Date.now().toString(36)}`;
 const UNBOUND_DRIVER = 'unbound.csi.example.com';
-
-interface AuditEvent {
-  stage: string;
-  verb: string;
-  user: { username: string };
-  objectRef?: { resource?: string; subresource?: string; namespace?: string; name?: string; apiGroup?: string };
-  responseStatus?: { code?: number };
-  stageTimestamp: string;
-}
-
-/**
- * The operator's audited requests since `since` (the cluster's start by default): one event per request, when it
- * completed — or, for a watch still open, when its response started.
- */
-function operatorRequests(since = 0, stages = ['ResponseComplete']): AuditEvent[] {
-  return readFileSync(join(localDir, 'logs', 'audit.log'), 'utf8').split('\n').filter(Boolean)
-    .map((l) => JSON.parse(l) as AuditEvent)
-    .filter((e) => stages.includes(e.stage) && e.user.username === SA && Date.parse(e.stageTimestamp) >= since);
-}
-
-const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
-const resourceOf = (e: AuditEvent) => `${e.objectRef?.apiGroup ? `${e.objectRef.apiGroup}/` : ''}${e.objectRef?.resource ?? ''}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ''}`;
 
 /** A client with the operator's own ServiceAccount token (TokenRequest), as its pods have. */
 async function asOperator(): Promise<KubeHttp> {
@@ -76,7 +53,7 @@ afterAll(async () => {
 
 describe('least privilege', () => {
   it('every request the operator made was allowed, and it wrote only where drivers run, in its own namespace, or Events in "default"', () => {
-    const requests = operatorRequests(since);
+    const requests = operatorAudit(since);
     expect(requests.length).toBeGreaterThan(0);
     expect(requests.filter((e) => e.responseStatus?.code === 403).map((e) => `${e.verb} ${resourceOf(e)} ${e.objectRef?.namespace ?? ''}`)).toEqual([]);
     const writes = requests.filter((e) => WRITES.has(e.verb));
@@ -97,7 +74,7 @@ describe('least privilege', () => {
     const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string; rules?: Rule[] });
     const granted = new Set(objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role').flatMap((o) => (o.rules ?? [])
       .flatMap((r) => r.verbs.flatMap((v) => r.resources.map((res) => `${v} ${r.apiGroups[0] ? `${r.apiGroups[0]}/` : ''}${res}`)))));
-    const used = new Set(operatorRequests(0, ['ResponseStarted', 'ResponseComplete']).filter((e) => (e.responseStatus?.code ?? 0) < 400).map((e) => `${e.verb} ${resourceOf(e)}`));
+    const used = new Set(operatorAudit(0, ['ResponseStarted', 'ResponseComplete']).filter((e) => (e.responseStatus?.code ?? 0) < 400).map((e) => `${e.verb} ${resourceOf(e)}`));
     // Requests made only on paths a single run may not take, each taken elsewhere in the suite.
     const rare: Record<string, string> = {
       'get pods': 'an admission while the leader is not yet seen stopping: its pod is read again (webhook.test.ts)',
