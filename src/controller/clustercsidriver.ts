@@ -13,7 +13,7 @@ import { type Clock, kubeTime } from '../clock.js';
 import { specHasHandoverGate, withHandoverGate } from '../handover/gate.js';
 import { leaseNamespacesOf } from '../handover/lease-namespaces.js';
 import { handoverCondition, type HandoverReport, handoverStatus } from '../handover/report.js';
-import { rewritePodSpecVerbosity } from '../loglevel/args.js';
+import { planVerbosity, rewritePodSpecVerbosity } from '../loglevel/args.js';
 import { verbosityFor } from '../loglevel/verbosity.js';
 import type { Metrics } from '../metrics.js';
 import { computeConditions, conditionsUpToDate, type DriverObservation, withTransitionTimes } from '../status/conditions.js';
@@ -73,6 +73,18 @@ const workloadPath = (w: { kind: Workload['kind']; namespace: string; name: stri
 const ref = (w: Workload): string => `${w.kind} ${w.obj.metadata?.namespace}/${w.obj.metadata?.name}`;
 const progressOf = (w: Workload): WorkloadProgress => (w.kind === 'Deployment' ? deploymentProgress(w.obj) : daemonSetProgress(w.obj));
 
+/**
+ * What the operator leaves alone in a workload it manages, said in the Available condition: a workload none of
+ * whose containers has a klog verbosity flag (nothing to set: one is not added), and a Deployment whose selector
+ * uses matchExpressions (its pods are not matched, so its rollouts are not coordinated: leases expire as usual).
+ */
+export function workloadNote(w: Workload): string | undefined {
+  const spec = w.obj.spec?.template.spec ?? { containers: [] };
+  if (planVerbosity(spec, 0).every((p) => p.result.kind === 'absent')) return `${ref(w)} has no klog verbosity flag (--v/-v) in any container: its level is left as it is`;
+  if (w.kind === 'Deployment' && w.obj.spec?.selector?.matchExpressions?.length) return `${ref(w)} selects its pods with matchExpressions: its rollouts are not coordinated (lease handover needs a matchLabels selector)`;
+  return undefined;
+}
+
 export async function reconcileDriver(name: string, ctx: DriverContext): Promise<ReconcileResult> {
   const raw = ctx.getDriver(name);
   if (raw === undefined) return;
@@ -125,6 +137,8 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   const denied = (w: Workload) => observation.noWriteAccess?.some((d) => d.namespace === w.obj.metadata?.namespace && d.denied.includes(describeNeed(w.kind === 'Deployment' ? DEPLOYMENT_UPDATE : DAEMONSET_UPDATE)));
   const written: Workload[] = [];
   for (const w of workloads) {
+    const note = workloadNote(w);
+    if (note) (observation.notes ??= []).push(note);
     const plan = rewritePodSpecVerbosity(w.obj.spec?.template.spec ?? { containers: [] }, observation.targetVerbosity);
     if (plan.kind === 'malformed') {
       log.warn({ workload: ref(w), reasons: plan.reasons }, 'workload args cannot be parsed: not rewritten');

@@ -27,6 +27,8 @@ export interface DriverObservation {
   syncErrors: string[];
   /** Namespaces where the operator may not make writes it needs ("update leases"): a RoleBinding is missing. */
   noWriteAccess?: { namespace: string; denied: string[] }[];
+  /** What the operator leaves alone in a workload it manages, and why (no verbosity flag, a selector it cannot follow). */
+  notes?: string[];
 }
 
 /** What a namespace without csi-handover-driver's RoleBinding costs, and how to grant it. */
@@ -68,6 +70,7 @@ export function computeConditions(o: DriverObservation): Draft[] {
   const available: Draft = unavailable.length
     ? { type: AVAILABLE, status: 'False', reason: 'WorkloadsUnavailable', message: unavailable.map(describeProgress).join('; ') }
     : { type: AVAILABLE, status: 'True', reason: 'AsExpected', message: `${o.workloads.length} workload(s) available` };
+  if (o.notes?.length) available.message = `${available.message}; ${o.notes.join('; ')}`;
   const progressing: Draft = rolling.length
     ? { type: PROGRESSING, status: 'True', reason: 'Deploying', message: rolling.map(describeProgress).join('; ') }
     : { type: PROGRESSING, status: 'False', reason: 'AsExpected', message: `all workloads at --v=${o.targetVerbosity} and rolled out` };

@@ -1,4 +1,6 @@
+import type { V1Container, V1LabelSelector } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
+import { type Workload, workloadNote } from '../../src/controller/clustercsidriver.js';
 import { validateSpec } from '../../src/api/clustercsidriver.js';
 import { AVAILABLE, computeConditions, conditionsUpToDate, DEGRADED, type DriverObservation, PROGRESSING, withTransitionTimes } from '../../src/status/conditions.js';
 import type { WorkloadProgress } from '../../src/status/workload-progress.js';
@@ -32,6 +34,10 @@ describe('computeConditions', () => {
   });
   it('names the selector and namespaces when no workload is found', () => {
     expect(computeConditions(obs({ workloads: [] }))[0]?.message).toBe('no Deployment or DaemonSet labelled csi-handover.io/driver=d in any namespace');
+  });
+  it('adds what it leaves alone in a workload to the Available message', () => {
+    const a = computeConditions(obs({ notes: ['Deployment csi/x has no klog verbosity flag'] })).find((c) => c.type === AVAILABLE);
+    expect(a?.message).toBe('1 workload(s) available; Deployment csi/x has no klog verbosity flag');
   });
   it('reports workloads left at another level when it may not write', () => {
     const p = computeConditions(obs({ notAtTarget: ['Deployment csi/ctrl'], managementState: 'Unmanaged' })).find((c) => c.type === PROGRESSING);
@@ -103,5 +109,19 @@ describe('workload progress', () => {
     expect(degraded?.message).toBe('csi-handover may not update leases, patch pods in namespace csi; update leases in namespace leases: its handovers there fall back to lease expiry and nothing is written. '
       + 'Grant it with a RoleBinding to ClusterRole csi-handover-driver, e.g. kubectl -n csi create rolebinding csi-handover-driver --clusterrole=csi-handover-driver --serviceaccount=<operator namespace>:csi-handover');
     expect(progressing?.message).toBe(`not at --v=4 (no write access, see ${DEGRADED}): Deployment csi/ctrl`);
+  });
+});
+
+describe('workloadNote', () => {
+  const dep = (containers: V1Container[], selector: V1LabelSelector = { matchLabels: { app: 'x' } }): Workload => ({ kind: 'Deployment', obj: { metadata: { namespace: 'csi', name: 'x' }, spec: { selector, template: { spec: { containers } } } } });
+  it('a workload with a verbosity flag in some container, selected by labels: nothing to say', () => {
+    expect(workloadNote(dep([{ name: 'a' }, { name: 'b', args: ['--v=2'] }]))).toBeUndefined();
+    expect(workloadNote(dep([{ name: 'a', command: ['/bin/a', '-v', '3'] }]))).toBeUndefined();
+  });
+  it('no container has --v or -v: its level is left as it is', () => {
+    expect(workloadNote(dep([{ name: 'a', args: ['--vv=2', '--verbose'] }]))).toBe('Deployment csi/x has no klog verbosity flag (--v/-v) in any container: its level is left as it is');
+  });
+  it('a matchExpressions selector: not coordinated', () => {
+    expect(workloadNote(dep([{ name: 'a', args: ['--v=2'] }], { matchExpressions: [{ key: 'app', operator: 'In', values: ['x'] }] }))).toContain('matchExpressions: its rollouts are not coordinated');
   });
 });
