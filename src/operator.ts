@@ -1,6 +1,6 @@
 // Wires the operator together: informers (in every replica, so a standby's caches are warm), leader
 // election, and — on the leader only — the work queue that runs the ClusterCSIDriver reconcile.
-import type { V1DaemonSet, V1Deployment, V1Lease, V1MutatingWebhookConfiguration, V1Node, V1Pod, V1Secret } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1Lease, V1StatefulSet, V1MutatingWebhookConfiguration, V1Node, V1Pod, V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { COLLECTION_PATH, validateSpec } from './api/clustercsidriver.js';
 import { DRIVER_LABEL } from './api/names.js';
@@ -37,6 +37,8 @@ export class Operator {
   private readonly drivers: Informer<Named>;
   private readonly deployments: Informer<V1Deployment>[] = [];
   private readonly daemonSets: Informer<V1DaemonSet>[] = [];
+  /** Labelled StatefulSets are not managed; watched only to say so on their driver's CR. */
+  private readonly statefulSets: Informer<V1StatefulSet>[] = [];
   private readonly queue: WorkQueue;
   private readonly leases: Informer<V1Lease>[] = [];
   private readonly pods: Informer<V1Pod>[] = [];
@@ -62,6 +64,7 @@ export class Operator {
     for (const scope of scopes) {
       this.deployments.push(new Informer<V1Deployment>(http, { path: `/apis/apps/v1${scope}/deployments`, labelSelector: DRIVER_LABEL, log }));
       this.daemonSets.push(new Informer<V1DaemonSet>(http, { path: `/apis/apps/v1${scope}/daemonsets`, labelSelector: DRIVER_LABEL, log }));
+      this.statefulSets.push(new Informer<V1StatefulSet>(http, { path: `/apis/apps/v1${scope}/statefulsets`, labelSelector: DRIVER_LABEL, log }));
       // Leases are small and written back whole on release: cached without their managedFields only. Pods and
       // nodes are many and only read (or patched): cached as the fields decisions read (src/handover/cached.ts).
       this.leases.push(new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1${scope}/leases`, log, transform: withoutManagedFields }));
@@ -111,6 +114,7 @@ export class Operator {
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       getDriver: (name) => this.drivers.get(name),
       workloadsOf: (driver) => this.workloadsOf(driver),
+      unmanagedOf: (driver) => this.statefulSets.flatMap((i) => i.list()).filter((o) => o.metadata?.labels?.[DRIVER_LABEL] === driver).map((o) => `StatefulSet ${keyOf(o)}`).sort(),
       handoverReport: (driver) => reports.get(driver),
       access,
       now: systemClock,
@@ -148,7 +152,7 @@ export class Operator {
       this.enqueue(o.metadata?.name);
     });
     const enqueueOwner = (o: Named) => this.enqueueSoon(o.metadata?.labels?.[DRIVER_LABEL]);
-    for (const inf of [...this.deployments, ...this.daemonSets] as Informer<Named>[]) {
+    for (const inf of [...this.deployments, ...this.daemonSets, ...this.statefulSets] as Informer<Named>[]) {
       inf.on('add', enqueueOwner).on('update', enqueueOwner).on('delete', enqueueOwner);
     }
     if (cfg.leaderElection) {
@@ -212,7 +216,7 @@ export class Operator {
   }
 
   private allInformers(): Informer<Named>[] {
-    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.leases, ...this.pods, this.nodes, ...this.webhookInformers] as Informer<Named>[];
+    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.statefulSets, ...this.leases, ...this.pods, this.nodes, ...this.webhookInformers] as Informer<Named>[];
   }
 
   informersSynced(): boolean {

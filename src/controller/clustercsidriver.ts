@@ -30,6 +30,8 @@ export interface DriverContext {
   namespacesDescription: string;
   getDriver(name: string): unknown;
   workloadsOf(driver: string): Workload[];
+  /** Labelled objects of kinds the operator does not manage (StatefulSets), as "Kind namespace/name". */
+  unmanagedOf?(driver: string): string[];
   handoverReport(driver: string): HandoverReport | undefined;
   /** Whether the operator may write in a namespace (undefined: not asked, e.g. in tests without RBAC). */
   access?: WriteAccess;
@@ -107,6 +109,9 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
     targetVerbosity: validation.ok ? verbosityFor(validation.spec.logLevel) : 2,
     syncErrors: [],
   };
+  for (const u of ctx.unmanagedOf?.(name) ?? []) {
+    (observation.notes ??= []).push(`${u} is labelled ${observation.selector}, but only Deployments and DaemonSets are managed: left alone`);
+  }
   if (!validation.ok) {
     log.warn({ field: validation.field, value: validation.value }, 'invalid spec: no workload changed');
     observation.invalidSpec = { field: validation.field, message: validation.message };

@@ -58,7 +58,7 @@ export function computeConditions(o: DriverObservation): Draft[] {
     ];
   }
   if (o.workloads.length === 0) {
-    const message = `no Deployment or DaemonSet labelled ${o.selector} in ${o.namespaces}`;
+    const message = [`no Deployment or DaemonSet labelled ${o.selector} in ${o.namespaces}`, ...(o.notes ?? [])].join('; ');
     return [
       { type: AVAILABLE, status: 'False', reason: 'NoWorkloadsFound', message },
       { type: PROGRESSING, status: 'False', reason: 'NoWorkloadsFound', message },

@@ -39,6 +39,10 @@ describe('computeConditions', () => {
     const a = computeConditions(obs({ notes: ['Deployment csi/x has no klog verbosity flag'] })).find((c) => c.type === AVAILABLE);
     expect(a?.message).toBe('1 workload(s) available; Deployment csi/x has no klog verbosity flag');
   });
+  it('with no workload to manage, still says what it leaves alone (a labelled StatefulSet)', () => {
+    const a = computeConditions(obs({ workloads: [], notes: ['StatefulSet csi/s is labelled …: left alone'] }))[0];
+    expect(a?.message).toBe('no Deployment or DaemonSet labelled csi-handover.io/driver=d in any namespace; StatefulSet csi/s is labelled …: left alone');
+  });
   it('reports workloads left at another level when it may not write', () => {
     const p = computeConditions(obs({ notAtTarget: ['Deployment csi/ctrl'], managementState: 'Unmanaged' })).find((c) => c.type === PROGRESSING);
     expect(p?.message).toBe('not at --v=4 (Unmanaged: not written): Deployment csi/ctrl');
