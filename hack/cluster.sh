@@ -170,6 +170,8 @@ POLICY
     sleep 0.2
   done
 
+  # A control-plane restart (a fault) leaves the nodes, their images and KWOK as they are.
+  [[ -n "${CONTROL_PLANE_ONLY:-}" ]] && { log "control plane up"; return; }
   CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up
   ((kwok_nodes == 0)) || kwok_up "$bin"
   log "cluster up; export KUBECONFIG=$kubeconfig"
@@ -254,7 +256,7 @@ restart_component() { # restart_component <name> <signal>: `up` starts again onl
   case "$2" in TERM|KILL) ;; *) log "restart: TERM or KILL, not $2"; exit 2 ;; esac
   alive kube-apiserver || { log "restart: no cluster runs here"; exit 1; }
   stop_component "$1" "$2"
-  up
+  CONTROL_PLANE_ONLY=1 up
 }
 
 case "${1:-}" in

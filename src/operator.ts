@@ -215,8 +215,17 @@ export class Operator {
     }
   }
 
+  /** The caches the operator cannot work without: readiness and leading wait for them. */
   private allInformers(): Informer<Named>[] {
-    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.statefulSets, ...this.leases, ...this.pods, this.nodes, ...this.webhookInformers] as Informer<Named>[];
+    return [this.drivers, ...this.deployments, ...this.daemonSets, ...this.leases, ...this.pods, this.nodes, ...this.webhookInformers] as Informer<Named>[];
+  }
+
+  /**
+   * Caches that only add to a report (labelled StatefulSets): started and stopped with the others but never waited
+   * for, so a role without them (an upgrade whose roles lag) costs that note, not the operator.
+   */
+  private optionalInformers(): Informer<Named>[] {
+    return this.statefulSets as Informer<Named>[];
   }
 
   informersSynced(): boolean {
@@ -231,7 +240,7 @@ export class Operator {
   }
 
   async start(): Promise<void> {
-    for (const i of this.allInformers()) i.start();
+    for (const i of [...this.allInformers(), ...this.optionalInformers()]) i.start();
     await Promise.all(this.allInformers().map((i) => i.waitForSync()));
     this.log.info({ mode: this.cfg.mode }, 'caches synced');
     this.webhook?.loadCurrent();
@@ -270,7 +279,7 @@ export class Operator {
         this.log.warn({ err: String(err) }, 'releasing the operator lease failed; the standby will wait for it to expire');
       }
     }
-    for (const i of this.allInformers()) i.stop();
+    for (const i of [...this.allInformers(), ...this.optionalInformers()]) i.stop();
   }
 }
 
