@@ -5,7 +5,7 @@ import type { V1DaemonSet, V1Deployment, V1PodSpec } from '@kubernetes/client-no
 import type { Logger } from 'pino';
 import { ClusterCSIDriver, type Condition, GROUP, KIND, objectPath, validateSpec, VERSION, type GenerationStatus } from '../api/clustercsidriver.js';
 import { DAEMONSET_UPDATE, DENIAL_REMEMBERED_MS, DEPLOYMENT_UPDATE, describeNeed, LEASE_RELEASE, POD_PATCH, type WriteAccess, type WriteNeed } from '../kube/access.js';
-import { isConflict, type KubeHttp } from '../kube/http.js';
+import { isConflict, isForbidden, type KubeHttp } from '../kube/http.js';
 import { sameContent } from '../kube/same-content.js';
 import type { ReconcileResult } from '../kube/workqueue.js';
 import { DRIVER_LABEL, FIELD_MANAGER } from '../api/names.js';
@@ -157,6 +157,8 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
       try {
         written.push(await writeVerbosity(w, observation.targetVerbosity, ctx, log));
       } catch (err) {
+        // Refused although access was granted when last asked: revoked since; ask again on the retry.
+        if (isForbidden(err)) ctx.access?.forget(w.obj.metadata?.namespace ?? '');
         observation.syncErrors.push(`${ref(w)}: ${String(err)}`);
         written.push(w);
       }

@@ -327,6 +327,7 @@ export class HandoverController {
         // No RoleBinding to csi-handover-driver in this namespace (the ClusterCSIDriver says so): not retried;
         // the lease expires as it would without csi-handover.
         this.writtenOver.note(written, rv, 'release');
+        this.d.access?.forget(lease.metadata?.namespace ?? '');
         log.warn({ holder: plan.holder, err: String(err) }, 'may not release this lease (403): it will expire');
         return;
       }
@@ -372,6 +373,7 @@ export class HandoverController {
       if (isNotFound(err) || (err as { status?: number }).status === 422 || isConflict(err)) return false;
       // No RoleBinding to csi-handover-driver in the pod's namespace (the ClusterCSIDriver says so): not retried.
       if (isForbidden(err)) {
+        this.d.access?.forget(pod.metadata?.namespace ?? '');
         log.warn({ pod: pod.metadata?.name, err: String(err) }, `may not patch this pod (403): not done: ${what}`);
         return false;
       }

@@ -1,7 +1,8 @@
 // May the operator write there? Asked of the API server (SelfSubjectAccessReview, which every authenticated user
 // may create for itself) and remembered — a grant for 10 minutes, a denial for 30 seconds, so a RoleBinding an
 // admin adds is seen soon and 1,000 drivers cost a few requests a minute — so a namespace without the RoleBinding
-// its writes need is reported on the ClusterCSIDriver before a write fails (a revoked grant shows as a 403). Fails open: an unanswered question counts as allowed
+// its writes need is reported on the ClusterCSIDriver before a write fails (a grant revoked meanwhile shows as a 403, after
+// which the namespace's answers are forgotten and asked again). Fails open: an unanswered question counts as allowed
 // (the write then tells), never as a problem to report.
 import type { Logger } from 'pino';
 import type { Clock } from '../clock.js';
@@ -36,6 +37,14 @@ export class WriteAccess {
     const out: WriteNeed[] = [];
     for (const need of needs) if (!(await this.allowed(namespace, need))) out.push(need);
     return out;
+  }
+
+  /**
+   * A write in `namespace` was refused (403) although a grant was remembered: the grant was revoked. Forget every
+   * answer there, so the next question asks the API server again and the CR reports what is missing.
+   */
+  forget(namespace: string): void {
+    for (const key of [...this.answers.keys()]) if (key.startsWith(`${namespace}|`)) this.answers.delete(key);
   }
 
   private async allowed(namespace: string, need: WriteNeed): Promise<boolean> {
