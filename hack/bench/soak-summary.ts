@@ -21,6 +21,8 @@ export interface SoakSummary {
   rollouts: number;
   seconds: number;
   byFault: Record<string, number>;
+  /** how long a rollout took (asked for → every lease held by the new pod), by fault: seconds */
+  secondsByFault: Record<string, { p50: number; max: number }>;
   handovers: number;
   gapMs?: { p50: number; p99: number; max: number };
   freedBy: Record<FreedBy, number>;
@@ -39,7 +41,16 @@ function rolloutOf(rollouts: readonly SoakRollout[], t: number): SoakRollout | u
 
 export function soakSummary(rollouts: readonly SoakRollout[], handovers: readonly (Handover & { freedBy: FreedBy })[], violations: readonly Violation[]): SoakSummary {
   const byFault: Record<string, number> = {};
-  for (const r of rollouts) byFault[r.fault] = (byFault[r.fault] ?? 0) + 1;
+  const durations = new Map<string, number[]>();
+  for (const r of rollouts) {
+    byFault[r.fault] = (byFault[r.fault] ?? 0) + 1;
+    durations.set(r.fault, [...(durations.get(r.fault) ?? []), (r.endedAt - r.startedAt) / 1000]);
+  }
+  const secondsByFault: SoakSummary['secondsByFault'] = {};
+  for (const [fault, ds] of durations) {
+    const sorted = ds.sort((a, b) => a - b);
+    secondsByFault[fault] = { p50: Math.round(rank(sorted, 50) * 10) / 10, max: Math.round((sorted[sorted.length - 1] ?? 0) * 10) / 10 };
+  }
   const gaps = handovers.map((h) => h.gapMs).filter((g): g is number => g !== undefined).sort((a, b) => a - b);
   const freedBy: Record<FreedBy, number> = { operator: 0, holder: 0, expiry: 0 };
   const expiryByFault: Record<string, number> = {};
@@ -56,6 +67,7 @@ export function soakSummary(rollouts: readonly SoakRollout[], handovers: readonl
     rollouts: rollouts.length,
     seconds: Math.round((last - first) / 1000),
     byFault,
+    secondsByFault,
     handovers: handovers.length,
     ...(gaps.length ? { gapMs: { p50: rank(gaps, 50), p99: rank(gaps, 99), max: gaps[gaps.length - 1] ?? 0 } } : {}),
     freedBy,
@@ -70,6 +82,7 @@ export function formatSoak(s: SoakSummary): string {
   const kv = (o: Record<string, number>) => Object.entries(o).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
   return [
     `rollouts: ${s.rollouts} in ${s.seconds} s (by fault: ${kv(s.byFault)})`,
+    `rollout duration by fault, p50/max s: ${Object.entries(s.secondsByFault).sort(([a], [b]) => a.localeCompare(b)).map(([f, d]) => `${f} ${d.p50}/${d.max}`).join(', ')}`,
     `handovers: ${s.handovers}; gap from the old leader's SIGTERM p50/p99/max: ${s.gapMs ? `${s.gapMs.p50} / ${s.gapMs.p99} / ${s.gapMs.max} ms` : 'n/a'}`,
     `freed by: ${kv(s.freedBy)}; fell back to expiry, by fault: ${kv(s.expiryByFault)}`,
     `invariant violations: ${s.violations.length}${s.violations.map((v) => `\n  ${new Date(v.at).toISOString()} ${v.invariant} ${v.subject}: ${v.message}`).join('')}`,

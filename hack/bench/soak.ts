@@ -1,7 +1,7 @@
 // make soak: SOAK_ROLLOUTS rollouts of the sample driver (log-level flips, upstream lease timings, one replica) back
 // to back, a fault from the matrix (hack/lib/faults.ts) injected into about half of them at a random moment, and
 // the independent observer (hack/lib/observer.ts) checking the invariants throughout. Prints the summary
-// (hack/bench/soak-summary.ts) and writes it with every rollout to .local/bench/soak.json; exits 1 on any
+// (hack/bench/soak-summary.ts) and writes it with every rollout and handover to .local/bench/soak.json; exits 1 on any
 // violation or anything left behind.
 //   SOAK_ROLLOUTS=12  SOAK_SEED=<n> (the run prints the one it used)  SOAK_FAULT_SHARE=0.5
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -12,7 +12,7 @@ import { z } from 'zod';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
 import { type Fault, FAULTS, inject, POD_FAULTS } from '../lib/faults.js';
-import { Observer } from '../lib/observer.js';
+import { Observer, type ObserverReport } from '../lib/observer.js';
 import { SAMPLE_CR_PATH, setOperatorEnv, setSampleCrLevel, settledSampleLeader, standaloneSampleAt } from '../lib/operator.js';
 import { sigtermTimes } from './recorder.js';
 import { formatSoak, type SoakRollout, type SoakSummary, soakSummary } from './soak-summary.js';
@@ -41,7 +41,7 @@ function random(seed: number): () => number {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; rollouts: SoakRollout[] }> {
+export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; rollouts: SoakRollout[]; handovers: ObserverReport['handovers'] }> {
   const http = clusterHttp();
   const log = makeLogger('soak', process.env.LOG_LEVEL ?? 'error');
   const say = o.say ?? (() => undefined);
@@ -89,8 +89,8 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
   }
   const report = await observer.finish(SAMPLE_DEPLOYMENT, SAMPLE_CR_PATH);
   await setOperatorEnv(http, 'GATE_TIMEOUT-');
-  const summary = soakSummary(rollouts, observer.handovers(await sigtermTimes(NS)), report.violations);
-  return { summary, rollouts };
+  const handovers = observer.handovers(await sigtermTimes(NS));
+  return { summary: soakSummary(rollouts, handovers, report.violations), rollouts, handovers };
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
@@ -100,10 +100,10 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     SOAK_FAULT_SHARE: z.coerce.number().min(0).max(1).default(0.5),
   }).parse(process.env);
   console.log(`soak: ${env.SOAK_ROLLOUTS} rollouts, seed ${env.SOAK_SEED}, faults in ~${Math.round(env.SOAK_FAULT_SHARE * 100)}% (SOAK_SEED=${env.SOAK_SEED} repeats the draw)`);
-  const { summary, rollouts } = await runSoak({ rollouts: env.SOAK_ROLLOUTS, seed: env.SOAK_SEED, faultShare: env.SOAK_FAULT_SHARE, say: (l) => console.log(l) });
+  const { summary, rollouts, handovers } = await runSoak({ rollouts: env.SOAK_ROLLOUTS, seed: env.SOAK_SEED, faultShare: env.SOAK_FAULT_SHARE, say: (l) => console.log(l) });
   const out = join(localDir, 'bench');
   mkdirSync(out, { recursive: true });
-  writeFileSync(join(out, 'soak.json'), JSON.stringify({ measuredAt: new Date().toISOString(), seed: env.SOAK_SEED, summary, rollouts }, null, 2));
+  writeFileSync(join(out, 'soak.json'), JSON.stringify({ measuredAt: new Date().toISOString(), seed: env.SOAK_SEED, summary, rollouts, handovers }, null, 2));
   console.log(`\n${formatSoak(summary)}\nwritten to ${join(out, 'soak.json')}`);
   process.exit(summary.violations.length === 0 && summary.leftBehind.length === 0 ? 0 : 1);
 }

@@ -16,6 +16,7 @@ describe('soakSummary', () => {
     expect(s.rollouts).toBe(3);
     expect(s.seconds).toBe(50);
     expect(s.byFault).toEqual({ none: 2, 'force-delete': 1 });
+    expect(s.secondsByFault).toEqual({ none: { p50: 9, max: 10 }, 'force-delete': { p50: 29, max: 29 } });
     expect(s.handovers).toBe(5);
     expect(s.freedBy).toEqual({ operator: 2, holder: 1, expiry: 2 });
     expect(s.expiryByFault).toEqual({ 'force-delete': 2 });
