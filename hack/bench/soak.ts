@@ -18,6 +18,8 @@ import { sigtermTimes } from './recorder.js';
 import { formatSoak, type SoakRollout, type SoakSummary, soakSummary } from './soak-summary.js';
 
 export const SOAK_GATE_TIMEOUT_MS = 20_000;
+const OPERATOR_CRASHES: ReadonlySet<Fault | 'none'> = new Set(['operator-leader-sigkill', 'operator-all-sigkill']);
+const OPERATOR_CRASH_SPACING_MS = 10 * 60_000;
 
 export interface SoakOptions {
   rollouts: number;
@@ -53,11 +55,20 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
   const observer = new Observer(http, { namespace: NS, leases, gateTimeoutMs: SOAK_GATE_TIMEOUT_MS, log });
   await observer.start();
   const rollouts: SoakRollout[] = [];
+  let lastOperatorCrash = -Infinity;
   try {
     for (let i = 1; i <= o.rollouts; i++) {
       const oldLeader = await settledSampleLeader(http);
       const oldName = oldLeader.metadata?.name ?? '';
-      const fault: Fault | 'none' = rnd() < o.faultShare ? (FAULTS[Math.floor(rnd() * FAULTS.length)] ?? 'none') : 'none';
+      let fault: Fault | 'none' = rnd() < o.faultShare ? (FAULTS[Math.floor(rnd() * FAULTS.length)] ?? 'none') : 'none';
+      // The operator crashes at most once per OPERATOR_CRASH_SPACING_MS: the kubelet doubles a container's restart
+      // backoff with each crash (up to 5 minutes) and resets it only after 10 minutes of running, so crashing it
+      // more often would keep it down for minutes and measure the kubelet instead.
+      if (OPERATOR_CRASHES.has(fault) && Date.now() - lastOperatorCrash < OPERATOR_CRASH_SPACING_MS) {
+        const others = FAULTS.filter((f) => !OPERATOR_CRASHES.has(f));
+        fault = others[Math.floor(rnd() * others.length)] ?? 'none';
+      }
+      if (OPERATOR_CRASHES.has(fault)) lastOperatorCrash = Date.now();
       const delayMs = Math.floor(rnd() * (fault !== 'none' && POD_FAULTS.has(fault) ? 2_000 : 4_000));
       const startedAt = Date.now();
       level = level === 'Debug' ? 'Normal' : 'Debug';
@@ -66,7 +77,8 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
       if (fault !== 'none') {
         // A pod's fault once its deletion has begun; the others at any moment of the rollout's first seconds.
         if (POD_FAULTS.has(fault)) {
-          await waitFor(`${oldName} to terminate`, 60_000, async () => {
+          // Up to the kubelet's longest crash backoff: an operator that crashed before may start the rollout late.
+          await waitFor(`${oldName} to terminate`, 360_000, async () => {
             const p = await http.get<V1Pod>(`/api/v1/namespaces/${NS}/pods/${oldName}`).catch(() => undefined);
             return !p || p.metadata?.deletionTimestamp !== undefined;
           }, 50);
@@ -74,7 +86,7 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
         await sleep(delayMs);
         did = await inject(fault, { http, namespace: NS, oldLeader });
       }
-      await waitFor('the new pod to hold every lease', 300_000, async () => {
+      await waitFor('the new pod to hold every lease', 420_000, async () => {
         const pod = await settledSampleLeader(http).catch(() => undefined);
         return pod && pod.metadata?.name !== oldName;
       }, 500);
