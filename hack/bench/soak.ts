@@ -3,7 +3,7 @@
 // the independent observer (hack/lib/observer.ts) checking the invariants throughout. Prints the summary
 // (hack/bench/soak-summary.ts) and writes it with every rollout and handover to .local/bench/soak.json; exits 1 on any
 // violation or anything left behind.
-//   SOAK_ROLLOUTS=12  SOAK_SEED=<n> (the run prints the one it used)  SOAK_FAULT_SHARE=0.5
+//   SOAK_ROLLOUTS=12  SOAK_SEED=<n> (the run prints the one it used)  SOAK_FAULT_SHARE=0.5  SOAK_MAX_MINUTES (none)
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -23,6 +23,8 @@ const OPERATOR_CRASH_SPACING_MS = 10 * 60_000;
 
 export interface SoakOptions {
   rollouts: number;
+  /** stop starting rollouts after this long (the summary says how many were done) */
+  maxMs?: number;
   seed: number;
   faultShare: number;
   /** progress lines */
@@ -57,7 +59,8 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
   const rollouts: SoakRollout[] = [];
   let lastOperatorCrash = -Infinity;
   try {
-    for (let i = 1; i <= o.rollouts; i++) {
+    const until = Date.now() + (o.maxMs ?? Infinity);
+    for (let i = 1; i <= o.rollouts && Date.now() < until; i++) {
       const oldLeader = await settledSampleLeader(http);
       const oldName = oldLeader.metadata?.name ?? '';
       let fault: Fault | 'none' = rnd() < o.faultShare ? (FAULTS[Math.floor(rnd() * FAULTS.length)] ?? 'none') : 'none';
@@ -110,9 +113,13 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
     SOAK_ROLLOUTS: z.coerce.number().int().positive().default(12),
     SOAK_SEED: z.coerce.number().int().nonnegative().default(() => Math.floor(Math.random() * 2 ** 31)),
     SOAK_FAULT_SHARE: z.coerce.number().min(0).max(1).default(0.5),
+    SOAK_MAX_MINUTES: z.coerce.number().positive().optional(),
   }).parse(process.env);
   console.log(`soak: ${env.SOAK_ROLLOUTS} rollouts, seed ${env.SOAK_SEED}, faults in ~${Math.round(env.SOAK_FAULT_SHARE * 100)}% (SOAK_SEED=${env.SOAK_SEED} repeats the draw)`);
-  const { summary, rollouts, handovers } = await runSoak({ rollouts: env.SOAK_ROLLOUTS, seed: env.SOAK_SEED, faultShare: env.SOAK_FAULT_SHARE, say: (l) => console.log(l) });
+  const { summary, rollouts, handovers } = await runSoak({
+    rollouts: env.SOAK_ROLLOUTS, seed: env.SOAK_SEED, faultShare: env.SOAK_FAULT_SHARE, say: (l) => console.log(l),
+    ...(env.SOAK_MAX_MINUTES ? { maxMs: env.SOAK_MAX_MINUTES * 60_000 } : {}),
+  });
   const out = join(localDir, 'bench');
   mkdirSync(out, { recursive: true });
   writeFileSync(join(out, 'soak.json'), JSON.stringify({ measuredAt: new Date().toISOString(), seed: env.SOAK_SEED, summary, rollouts, handovers }, null, 2));
