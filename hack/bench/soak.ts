@@ -7,11 +7,10 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
-import { type Fault, FAULTS, inject, POD_FAULTS } from '../lib/faults.js';
+import { type Fault, FAULTS, inject, POD_FAULTS, whenTerminating } from '../lib/faults.js';
 import { Observer, type ObserverReport } from '../lib/observer.js';
 import { SAMPLE_CR_PATH, setOperatorEnv, setSampleCrLevel, settledSampleLeader, standaloneSampleAt } from '../lib/operator.js';
 import { sigtermTimes } from './recorder.js';
@@ -81,10 +80,7 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
         // A pod's fault once its deletion has begun; the others at any moment of the rollout's first seconds.
         if (POD_FAULTS.has(fault)) {
           // Up to the kubelet's longest crash backoff: an operator that crashed before may start the rollout late.
-          await waitFor(`${oldName} to terminate`, 360_000, async () => {
-            const p = await http.get<V1Pod>(`/api/v1/namespaces/${NS}/pods/${oldName}`).catch(() => undefined);
-            return !p || p.metadata?.deletionTimestamp !== undefined;
-          }, 50);
+          await whenTerminating(http, NS, oldName, 360_000);
         }
         await sleep(delayMs);
         did = await inject(fault, { http, namespace: NS, oldLeader });

@@ -33,6 +33,14 @@ export interface FaultTarget {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
+/** Resolves once `pod` is terminating (its deletion has begun) or gone. */
+export async function whenTerminating(http: KubeHttp, namespace: string, pod: string, timeoutMs: number): Promise<void> {
+  await waitFor(`${pod} to terminate`, timeoutMs, async () => {
+    const p = await http.get<V1Pod>(`/api/v1/namespaces/${namespace}/pods/${pod}`).catch(() => undefined);
+    return !p || p.metadata?.deletionTimestamp !== undefined;
+  }, 50);
+}
+
 /** The host pids of a pod's running containers, from the node's own record (containerd's task starts and exits). */
 export async function containerPids(namespace: string, pod: string): Promise<Map<string, number>> {
   const running = new Map<string, number>();

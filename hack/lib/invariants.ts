@@ -76,7 +76,9 @@ function perLease(samples: readonly LeaseSample[]): Map<string, LeaseSample[]> {
   const out = new Map<string, LeaseSample[]>();
   for (const s of [...samples].sort((a, b) => a.t - b.t)) {
     const key = `${s.namespace}/${s.lease}`;
-    out.set(key, [...(out.get(key) ?? []), s]);
+    const list = out.get(key);
+    if (list) list.push(s);
+    else out.set(key, [s]);
   }
   return out;
 }
@@ -157,7 +159,11 @@ export function overlapMs(outages: readonly { from: number; to: number }[], from
  */
 export function checkGates(samples: readonly PodSample[], c: GateCheck): Violation[] {
   const byUid = new Map<string, PodSample[]>();
-  for (const s of [...samples].sort((a, b) => a.t - b.t)) byUid.set(s.uid, [...(byUid.get(s.uid) ?? []), s]);
+  for (const s of [...samples].sort((a, b) => a.t - b.t)) {
+    const list = byUid.get(s.uid);
+    if (list) list.push(s);
+    else byUid.set(s.uid, [s]);
+  }
   const out: Violation[] = [];
   for (const list of byUid.values()) {
     const first = list[0];

@@ -9,7 +9,7 @@ import { RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { type Fault, FAULTS, inject, operatorRelisted } from '../../hack/lib/faults.js';
+import { type Fault, FAULTS, inject, operatorRelisted, whenTerminating } from '../../hack/lib/faults.js';
 import { Observer, type ObserverReport } from '../../hack/lib/observer.js';
 import { OPERATOR_NAMESPACE, SAMPLE_CR_PATH, sampleReport, setOperatorEnv, setSampleCrLevel, settledSampleLeader, standaloneSampleAt } from '../../hack/lib/operator.js';
 import { deploymentPath, waitLeasesHeldBy } from '../../hack/lib/rollout.js';
@@ -29,14 +29,6 @@ beforeAll(async () => {
 afterAll(async () => {
   await setOperatorEnv(http, 'GATE_TIMEOUT-').catch(() => undefined);
 });
-
-/** Resolves once `pod` is terminating (its deletion has begun) or gone. */
-async function terminating(pod: string): Promise<void> {
-  await waitFor(`${pod} to terminate`, 60_000, async () => {
-    const p = await http.get<V1Pod>(`/api/v1/namespaces/${NS}/pods/${pod}`).catch(() => undefined);
-    return !p || p.metadata?.deletionTimestamp !== undefined;
-  }, 50);
-}
 
 /** The sample's CR log level flipped: a rollout of its controller. */
 function flipLevel(): Promise<void> {
@@ -61,7 +53,7 @@ async function observedRollout(during: (oldLeader: V1Pod) => Promise<unknown>, t
   let did: unknown;
   try {
     await trigger();
-    await terminating(oldLeader.metadata?.name ?? '');
+    await whenTerminating(http, NS, oldLeader.metadata?.name ?? '', 60_000);
     did = await during(oldLeader);
     // The rollout replaced the old leader and the new pod holds every lease.
     await waitFor('a new leader for every lease', 180_000, async () => {
