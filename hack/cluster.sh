@@ -8,7 +8,7 @@
 #   hack/cluster.sh up     start (idempotent: a running cluster is left alone; adds KWOK when asked)
 #   hack/cluster.sh down   stop every process it started, and check none is left
 #   hack/cluster.sh running   exit 0 if this state dir's API server runs
-#   hack/cluster.sh restart <etcd|kube-apiserver|kube-controller-manager|kube-scheduler> [TERM|KILL]
+#   hack/cluster.sh restart <etcd|kube-apiserver|kube-controller-manager|kube-scheduler> [TERM|KILL] [seconds down]
 #                          a fault: stop one control-plane process (gracefully, or as a crash) and start it again
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -251,19 +251,21 @@ stop_component() {
   log "stopped $1 (SIG$2)"
 }
 
-restart_component() { # restart_component <name> <signal>: `up` starts again only what is not running
+restart_component() { # restart_component <name> <signal> <seconds down>: `up` starts again only what is not running
   case "$1" in etcd|kube-apiserver|kube-controller-manager|kube-scheduler) ;; *) log "restart: not a control-plane process: $1"; exit 2 ;; esac
   case "$2" in TERM|KILL) ;; *) log "restart: TERM or KILL, not $2"; exit 2 ;; esac
+  [[ "$3" =~ ^[0-9]+$ ]] || { log "restart: seconds down must be a whole number, not $3"; exit 2; }
   alive kube-apiserver || { log "restart: no cluster runs here"; exit 1; }
   stop_component "$1" "$2"
+  if (($3 > 0)); then log "keeping $1 down for $3 s"; sleep "$3"; fi
   CONTROL_PLANE_ONLY=1 up
 }
 
 case "${1:-}" in
   up) up ;;
-  restart) restart_component "${2:-}" "${3:-TERM}" ;;
+  restart) restart_component "${2:-}" "${3:-TERM}" "${4:-0}" ;;
   running) alive kube-apiserver ;;
   down) down ;;
   wipe) down || true; rm -rf "$local_dir/etcd" "$local_dir/nodes" "$local_dir/kwok" "$logs" ;;
-  *) echo "usage: $0 up|down|wipe|running|restart <component> [TERM|KILL]" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|wipe|running|restart <component> [TERM|KILL] [seconds down]" >&2; exit 2 ;;
 esac

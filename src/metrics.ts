@@ -21,6 +21,9 @@ export function makeMetrics() {
   });
   const statusWrites = new Counter({ name: 'csi_handover_status_writes_total', help: 'ClusterCSIDriver status applies', registers: [registry] });
   const leader = new Gauge({ name: 'csi_handover_leader', help: '1 while this replica holds the operator lease', registers: [registry] });
+  const leadershipLost = new Counter({
+    name: 'csi_handover_leadership_lost_total', help: 'Times this replica lost the operator lease (its work stopped; it campaigned again in-process)', registers: [registry],
+  });
   const queueDepth = new Gauge({ name: 'csi_handover_workqueue_depth', help: 'Keys waiting in the work queue', labelNames: ['queue'] as const, registers: [registry] });
   const handoverGap = new Histogram({
     name: 'csi_handover_handover_gap_seconds', help: 'Time from the old leader being told to stop to a new holder acquiring the lease',
@@ -61,7 +64,7 @@ export function makeMetrics() {
   for (const reason of REFUSAL_REASONS) refusedReleases.inc({ reason }, 0);
   gatesLifted.inc({ reason: 'timeout' }, 0);
   for (const controller of ['clustercsidriver', 'handover', 'webhook']) reconcileErrors.inc({ controller }, 0);
-  return { registry, overlapLost, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, queueDepth };
+  return { registry, overlapLost, admissions, admissionDuration, certRotations, apiRequests, handoverGap, releases, refusedReleases, releaseConflicts, gatesLifted, reconciles, reconcileErrors, reconcileDuration, workloadWrites, statusWrites, leader, leadershipLost, queueDepth };
 }
 export type Metrics = ReturnType<typeof makeMetrics>;
 

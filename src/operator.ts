@@ -30,6 +30,8 @@ import { WebhookServer } from './webhook/server.js';
  * are reconciled at once.
  */
 const STATUS_BATCH = { quietMs: 500, maxMs: 3000 };
+/** How long a replica that lost its lease waits for its work to stop before it exits instead (as a SIGTERM does). */
+const STEP_DOWN_TIMEOUT_MS = 5_000;
 
 type Named = { metadata?: { name?: string; generation?: number; labels?: Record<string, string> } };
 
@@ -51,6 +53,7 @@ export class Operator {
   private readonly operatorLogLevels = new Map<string, LogLevel>();
   private readonly statusChanges = new Batcher<undefined>(STATUS_BATCH, (driver) => this.enqueue(driver));
   private leading = false;
+  private shuttingDown = false;
 
   constructor(
     private readonly cfg: Config,
@@ -160,14 +163,33 @@ export class Operator {
         http: http.observedBy(countRequestsOf(metrics, 'leader-election')), log, namespace: cfg.leaderElectionNamespace, name: cfg.leaseName, identity: cfg.identity,
         timings: { leaseDurationMs: cfg.leaseDuration, renewDeadlineMs: cfg.renewDeadline, retryPeriodMs: cfg.retryPeriod },
         onStartedLeading: () => this.startLeading(),
-        onStoppedLeading: () => {
-          // Another replica may be leading already: stop acting at once and let the kubelet restart us.
-          metrics.leader.set(0);
-          this.leading = false;
-          void Promise.all([this.queue.shutDown(), this.handover.stop(), this.webhook?.stop()]).finally(() => this.exit(1));
-        },
+        onStoppedLeading: () => void this.stepDown(),
       });
     }
+  }
+
+  /**
+   * Leadership lost (the renew deadline passed, or another replica holds the lease): another replica may be leading
+   * already, so every piece of work stops at once; once it has, this replica is a candidate again, in-process. Exiting
+   * instead (as client-go components do) would put it in the kubelet's crash backoff after a few API server blips
+   * and leave the driver with no operator for minutes. Work that does not stop in time ends with the process.
+   */
+  private async stepDown(): Promise<void> {
+    this.leading = false;
+    this.metrics.leader.set(0);
+    this.metrics.leadershipLost.inc();
+    const tooLong = setTimeout(() => {
+      this.log.error({ timeoutMs: STEP_DOWN_TIMEOUT_MS }, 'work did not stop in time after the lost leadership: exiting');
+      this.exit(1);
+    }, STEP_DOWN_TIMEOUT_MS);
+    try {
+      await Promise.all([this.queue.shutDown(), this.handover.stop(), this.webhook?.stop()]);
+    } finally {
+      clearTimeout(tooLong);
+    }
+    if (this.shuttingDown) return;
+    this.log.info('all work stopped after the lost leadership');
+    this.elector?.campaign();
   }
 
   /**
@@ -262,6 +284,7 @@ export class Operator {
 
   /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
   async shutdown(): Promise<void> {
+    this.shuttingDown = true;
     const wasLeading = this.leading;
     this.leading = false;
     this.shutdownStage = 'stopping the work queues (in-flight reconciles)';

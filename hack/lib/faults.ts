@@ -12,6 +12,7 @@ export const FAULTS = [
   'operator-leader-sigkill', // the operator's leader crashes (its container restarts in place)
   'operator-all-sigkill', // both replicas crash at once
   'apiserver-restart', // kube-apiserver stopped (SIGTERM) and started again
+  'apiserver-outage', // kube-apiserver stopped for 20 s: longer than any renew deadline, so every leader loses its lease
   'etcd-restart', // etcd crashes (SIGKILL) and starts again
   'watch-expiry', // etcd compacted and the API server restarted: every watch resumes with 410 Gone and relists
   'kubelet-restart', // the terminating leader's kubelet is stopped (SIGKILL) for 10 s, then started
@@ -30,6 +31,9 @@ export interface FaultTarget {
   /** the driver pod that held the leases when the rollout started */
   oldLeader: V1Pod;
 }
+
+/** Longer than the operator's and the sidecars' renew deadline (10 s) and lease duration (15 s). */
+export const API_OUTAGE_S = 20;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -115,6 +119,10 @@ export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
       await clusterScript('restart', 'kube-apiserver', 'TERM');
       await apiServerBack(t.http);
       return 'restarted kube-apiserver';
+    case 'apiserver-outage':
+      await clusterScript('restart', 'kube-apiserver', 'TERM', String(API_OUTAGE_S));
+      await apiServerBack(t.http);
+      return `kube-apiserver down for ${API_OUTAGE_S} s`;
     case 'etcd-restart':
       await clusterScript('restart', 'etcd', 'KILL');
       await apiServerBack(t.http);
@@ -153,8 +161,24 @@ export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
   }
 }
 
+/** How many times each operator pod's container has restarted (a crash or an exit), by pod name. */
+export async function operatorRestarts(http: KubeHttp): Promise<Map<string, number>> {
+  return new Map((await operatorPods(http)).map((p) => [p.metadata?.name ?? '', p.status?.containerStatuses?.reduce((n, c) => n + c.restartCount, 0) ?? 0]));
+}
+
+/** The operator's log since `since`, every replica's, JSON lines with a pod prefix. */
+function operatorLog(since: Date): Promise<string> {
+  return kubectl('-n', OPERATOR_NAMESPACE, 'logs', '-l', 'app.kubernetes.io/name=csi-handover', '--since-time', since.toISOString(), '--tail=-1', '--prefix');
+}
+
+/** Whether a replica logged a lost leadership and, after it, that it stopped its work and campaigned again, since `since`. */
+export async function operatorSteppedDown(since: Date): Promise<boolean> {
+  const lines = (await operatorLog(since)).split('\n');
+  const lost = lines.findIndex((l) => l.includes('"lost leadership"'));
+  return lost >= 0 && lines.slice(lost).some((l) => l.includes('"campaigning again"'));
+}
+
 /** Whether the operator logged that a watch expired (410 Gone) and relisted, since `since`. */
 export async function operatorRelisted(since: Date): Promise<boolean> {
-  const out = await kubectl('-n', OPERATOR_NAMESPACE, 'logs', '-l', 'app.kubernetes.io/name=csi-handover', '--since-time', since.toISOString(), '--tail=-1', '--prefix');
-  return out.includes('watch expired (410 Gone)');
+  return (await operatorLog(since)).includes('watch expired (410 Gone)');
 }

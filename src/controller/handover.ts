@@ -112,11 +112,13 @@ export class HandoverController {
     for (const dep of this.d.deployments()) this.enqueue(`workload/${workloadRef(dep)}`);
   }
 
+  /** Stops acting (a shutdown, or a lost leadership after which start() may come again); observing goes on. */
   async stop(): Promise<void> {
     this.active = false;
     await this.queue.shutDown();
     this.told.flush();
     await Promise.all(this.telling);
+    this.d.reports.stopLeading();
   }
 
   /** `fresh`: pods re-read from the API just now (by uid; `gone` when the read found none), over what was observed. */

@@ -181,6 +181,25 @@ export class HandoverReports {
     return true;
   }
 
+  /**
+   * This replica lost its leadership and stands by again: what it reported is kept aside like any observation, so
+   * a handover it had not written to its CR yet is not lost if it leads again (the CR's own record wins if it has it).
+   */
+  stopLeading(): void {
+    if (!this.leading) return;
+    this.leading = false;
+    for (const [driver, report] of this.reports) {
+      const aside = this.seenAside.get(driver) ?? new Map<string, HandoverRecord>();
+      for (const h of report.leases) {
+        const key = `${h.namespace}/${h.lease}`;
+        const seen = aside.get(key);
+        if (!seen || seen.acquiredAt < h.acquiredAt) aside.set(key, h);
+      }
+      this.seenAside.set(driver, aside);
+    }
+    this.reports.clear();
+  }
+
   /** This replica leads from now on: reports start from the CRs, with what it saw aside that they lack. Returns the drivers whose report changed. */
   startLeading(): string[] {
     this.leading = true;

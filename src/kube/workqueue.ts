@@ -40,7 +40,7 @@ export class WorkQueue {
   private readonly clock: Timers;
   private readonly concurrency: number;
   private readonly backoff: { baseMs: number; maxMs: number };
-  private readonly abort = new AbortController();
+  private abort = new AbortController();
   private queue: string[] = [];
   // Keys that need a reconcile: queued ones, plus running ones that were added again meanwhile.
   private readonly dirty = new Set<string>();
@@ -89,7 +89,19 @@ export class WorkQueue {
     this.delayed.set(key, { at, handle });
   }
 
+  /**
+   * Starts processing. After a shutDown() that has finished (its promise resolved: nothing runs any more) the queue
+   * starts again empty, with fresh backoff counts and signal, as a new one would: a leader that lost its lease and
+   * wins it back. Starting while a shutdown still waits for running reconciles would let them overlap: refused.
+   */
   start(): void {
+    if (this.shuttingDown) {
+      if (this.running.size > 0) throw new Error(`workqueue ${this.opts.name}: start() before its shutdown finished`);
+      this.shuttingDown = false;
+      this.shutDownPromise = undefined;
+      this.abort = new AbortController();
+      this.failures.clear();
+    }
     this.started = true;
     this.pump();
   }

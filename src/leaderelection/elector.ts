@@ -16,7 +16,10 @@ export interface ElectorOptions {
   timings: ElectionTimings;
   log: Logger;
   onStartedLeading: () => void;
-  /** Called once when leadership is lost (not on a deliberate release). The caller must stop all work. */
+  /**
+   * Called once when leadership is lost (not on a deliberate release). The elector then stands aside: the caller
+   * stops all work and calls campaign() to become a candidate again.
+   */
   onStoppedLeading: () => void;
   now?: Clock;
 }
@@ -31,6 +34,8 @@ export class LeaderElector {
   private attempt: Promise<void> | undefined;
   private againAfterAttempt = false;
   private stopped = false;
+  /** After a lost leadership, until campaign(): no attempt, so no new term begins while the last one's work stops. */
+  private standingAside = false;
   private readonly informer: Informer<{ metadata?: { name?: string; resourceVersion?: string }; spec?: unknown }>;
   private readonly now: Clock;
   private readonly path: string;
@@ -45,6 +50,19 @@ export class LeaderElector {
 
   start(): void {
     this.informer.start();
+    this.schedule(0);
+  }
+
+  /**
+   * A candidate again after a lost leadership, once the caller has stopped every piece of its work. The lease is read
+   * before anything is written, as by any candidate: if no one else took it meanwhile (an API server that did not
+   * answer for longer than the renew deadline), it is ours again at once; otherwise we wait for it as a standby.
+   */
+  campaign(): void {
+    if (this.stopped || !this.standingAside) return;
+    this.standingAside = false;
+    this.mustRead = true;
+    this.o.log.info({ lease: this.o.name }, 'campaigning again');
     this.schedule(0);
   }
 
@@ -73,7 +91,7 @@ export class LeaderElector {
   }
 
   private schedule(delayMs: number): void {
-    if (this.stopped) return;
+    if (this.stopped || this.standingAside) return;
     clearTimeout(this.timer);
     this.timer = setTimeout(() => void this.tryAcquireOrRenew(), Math.max(0, delayMs));
   }
@@ -89,7 +107,7 @@ export class LeaderElector {
   }
 
   private async attemptOnce(): Promise<void> {
-    if (this.stopped) return;
+    if (this.stopped || this.standingAside) return;
     const { http, identity, timings } = this.o;
     try {
       // A leader renews on what its own last write returned (the watch would tell it of anyone else's):
@@ -122,6 +140,9 @@ export class LeaderElector {
         });
         this.observe(updated, 'get');
       }
+      // Stopped or stood aside while the write was under way: whatever it won is not acted on (it expires, or the
+      // next campaign renews it before anything is done).
+      if (this.stopped || this.standingAside) return;
       this.lastRenewedAt = now;
       this.mustRead = false;
       if (!this.leader) {
@@ -143,8 +164,9 @@ export class LeaderElector {
   private lose(why: string): void {
     if (!this.leader) return;
     this.leader = false;
+    this.standingAside = true;
+    clearTimeout(this.timer);
     this.o.log.error({ lease: this.o.name, why }, 'lost leadership');
-    this.stop();
     this.o.onStoppedLeading();
   }
 

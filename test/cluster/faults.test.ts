@@ -9,7 +9,7 @@ import { RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { type Fault, FAULTS, inject, operatorRelisted, whenTerminating } from '../../hack/lib/faults.js';
+import { API_OUTAGE_S, type Fault, FAULTS, inject, operatorRelisted, operatorRestarts, operatorSteppedDown, whenTerminating } from '../../hack/lib/faults.js';
 import { Observer, type ObserverReport } from '../../hack/lib/observer.js';
 import { OPERATOR_NAMESPACE, SAMPLE_CR_PATH, sampleReport, setOperatorEnv, setSampleCrLevel, settledSampleLeader, standaloneSampleAt } from '../../hack/lib/operator.js';
 import { deploymentPath, waitLeasesHeldBy } from '../../hack/lib/rollout.js';
@@ -105,12 +105,23 @@ describe('the observer', () => {
 });
 
 describe('fault matrix: a rollout with one fault mid-way keeps every invariant', () => {
-  it.each(FAULTS.filter((f) => f !== 'watch-expiry'))('%s', async (fault: Fault) => {
+  it.each(FAULTS.filter((f) => f !== 'watch-expiry' && f !== 'apiserver-outage'))('%s', async (fault: Fault) => {
     const r = await observedRollout((oldLeader) => inject(fault, { http, namespace: NS, oldLeader }));
     expect(r.did).toBeTypeOf('string');
     const freedBy = expectSound(r, r.oldLeader);
     // The pod object went before the kubelet could report its containers: never proven dead.
     if (fault === 'force-delete') expect(freedBy).not.toContain('operator');
+  });
+
+  it(`apiserver-outage: the operator's leader loses its lease (${API_OUTAGE_S} s without an API server), stops its work and leads again without restarting`, async () => {
+    const since = new Date();
+    const restarts = await operatorRestarts(http);
+    const r = await observedRollout((oldLeader) => inject('apiserver-outage', { http, namespace: NS, oldLeader }));
+    expectSound(r, r.oldLeader);
+    expect(await operatorSteppedDown(since), 'a replica logged "lost leadership", then "campaigning again"').toBe(true);
+    // In-process: no replica exited into the kubelet's crash backoff (the observer's check of the CR's status,
+    // above, needs a leader that acts again).
+    expect(await operatorRestarts(http)).toEqual(restarts);
   });
 
   it('watch-expiry: every watch of the operator resumes with 410 Gone, relists, and the rollout still hands over', async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { HandoverRecord } from '../../src/handover/measure.js';
-import { EVENT_MESSAGE_MAX, handoverCondition, handoverMessage, HandoverReports, handoversMessage, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
+import { EVENT_MESSAGE_MAX, type HandoverReport, handoverCondition, handoverMessage, HandoverReports, handoversMessage, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
 
 const T = Date.parse('2026-01-02T03:04:05.123Z');
 const record = (over: Partial<HandoverRecord> = {}): HandoverRecord => ({
@@ -70,6 +70,20 @@ describe('handover report', () => {
     expect(d?.leases.find((h) => h.lease === 'provisioner')?.newHolder).toBe('ctrl-c');
     expect(d?.totals.handovers).toBe(2);
     expect(reports.get('e')?.totals.handovers).toBe(1);
+  });
+
+  it('HandoverReports: a leader that loses and leads again keeps the handovers its CR did not get, once', () => {
+    let cr: HandoverReport | undefined = withHandover(undefined, record({ releasedBy: 'operator' }));
+    const reports = new HandoverReports((driver) => (driver === 'd' ? cr : undefined));
+    reports.startLeading();
+    reports.add('d', record({ lease: 'provisioner', newHolder: 'ctrl-c' })); // never written: the lease was lost first
+    reports.stopLeading();
+    expect(reports.add('d', record({ lease: 'resizer' }))).toBe(false); // a standby again: kept aside
+    cr = withHandover(cr, record({ lease: 'snapshotter' })); // what the other leader wrote meanwhile
+    expect(reports.startLeading()).toEqual(['d']);
+    const d = reports.get('d');
+    expect(d?.leases.map((h) => h.lease).sort()).toEqual(['attacher', 'provisioner', 'resizer', 'snapshotter']);
+    expect(d?.totals.handovers).toBe(4);
   });
 });
 

@@ -300,6 +300,37 @@ describe('WorkQueue', () => {
     expect(h.errors).toEqual([]); // no retry is scheduled or reported after shutdown
   });
 
+  it('starts again after a finished shutDown, empty and with fresh backoff and signal; not before it finished', async () => {
+    const h = harness({ concurrency: 1, backoff: { baseMs: 100, maxMs: 1000 } });
+    h.q.add('a');
+    h.q.start();
+    await flush();
+    h.pending('a').reject(new Error('boom'));
+    await flush();
+    await h.clock.advance(100);
+    h.pending('a').reject(new Error('boom'));
+    await flush();
+    expect(h.errors.map((e) => e.retryInMs)).toEqual([100, 200]);
+    await h.clock.advance(200);
+    const first = h.pending('a');
+    h.q.add('b');
+    const stopping = h.q.shutDown();
+    expect(() => h.q.start()).toThrow(/before its shutdown finished/);
+    first.reject(first.signal.reason);
+    await stopping;
+    h.q.start();
+    await flush();
+    expect(h.q.len()).toBe(0); // 'b', queued before the shutdown, is not run by the new start
+    expect(h.keys()).toEqual(['a', 'a', 'a']);
+    h.q.add('a');
+    await flush();
+    const again = h.pending('a');
+    expect(again.signal.aborted).toBe(false);
+    again.reject(new Error('boom'));
+    await flush();
+    expect(h.errors.at(-1)?.retryInMs).toBe(100); // the failure count began again
+  });
+
   it('shutDown resolves immediately when nothing is running, and drain() resolves after it', async () => {
     const h = harness();
     h.q.add('a');
