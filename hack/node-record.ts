@@ -4,12 +4,12 @@
 // it appends one JSON line per event to --out, in the shape `nodeEvents()` (hack/lib/cluster.ts) returns.
 //   node-record.ts --node node-1 --ctr BIN --address SOCK --kubelet-log FILE --out FILE
 import { execFile, spawn } from 'node:child_process';
-import { appendFileSync, closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import { createInterface } from 'node:readline';
 import { parseArgs, promisify } from 'node:util';
 import type { NodeEvent } from './lib/node-events.js';
-import { parseContainerdEvent, parseKubeletStop } from './lib/node-events.js';
+import { parseContainerdEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
 
 const run = promisify(execFile);
 const { values: opts } = parseArgs({
@@ -55,10 +55,59 @@ function ownerOf(id: string): Promise<Owner | undefined> {
   return o;
 }
 
-// containerd's event stream; when containerd restarts (a fault the tests inject) the stream ends: subscribe again.
+/** A task that runs, by container id: its owner and its process (pid and /proc start time, against pid reuse). */
+interface Running { owner: Owner; pid: number; startTime: string | undefined }
+const running = new Map<string, Running>();
+/** Containers whose exit is written: containerd may report it again after a restart; a second exit would be false. */
+const exitWritten = new Set<string>();
+
+function procStat(pid: number): ReturnType<typeof parseProcStat> {
+  try {
+    return parseProcStat(readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+function writeExit(id: string, r: Running, t: string, fields: Partial<NodeEvent>): void {
+  running.delete(id);
+  if (exitWritten.has(id)) return;
+  exitWritten.add(id);
+  const sandbox = r.owner.container === undefined;
+  write({ t, node, namespace: r.owner.namespace, pod: r.owner.pod, uid: r.owner.uid, ...(sandbox ? {} : { container: r.owner.container }), event: sandbox ? 'pod-stopped' : 'container-exited', pid: r.pid, ...fields });
+}
+
+/**
+ * While containerd's event stream is down (containerd restarting: a fault the tests inject), a container that exits
+ * is in no event: containerd does not tell a later subscriber. The kernel knows: every 50 ms, each running task's
+ * process is looked up in /proc, and one that is gone (or a zombie, or a new process under its pid) is written as
+ * exited, at the time it was seen gone.
+ */
+const PROC_POLL_MS = 50;
+let procPoll: NodeJS.Timeout | undefined;
+function watchProc(on: boolean): void {
+  if (!on) {
+    clearInterval(procPoll);
+    procPoll = undefined;
+    return;
+  }
+  procPoll ??= setInterval(() => {
+    for (const [id, r] of running) {
+      const now = procStat(r.pid);
+      if (!now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime)) writeExit(id, r, new Date().toISOString(), { source: 'proc' });
+    }
+  }, PROC_POLL_MS);
+}
+
+// containerd's event stream; when containerd restarts the stream ends: subscribe again, and watch /proc until the
+// new subscription has stayed up for a second (a ctr that cannot connect exits at once).
 function subscribe(): void {
+  watchProc(true);
   const events = spawn(ctr, ['--address', address, '-n', 'k8s.io', 'events'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const up = setTimeout(() => watchProc(false), 1_000);
   events.on('exit', (code) => {
+    clearTimeout(up);
+    watchProc(true);
     console.error(`node-record ${node}: ctr events exited (${code}); subscribing again`);
     setTimeout(subscribe, 200);
   });
@@ -70,11 +119,15 @@ function subscribe(): void {
     if (e.kind === 'created') return;
     void owner.then((o) => {
       if (!o) return;
+      if (e.kind === 'exited') {
+        writeExit(e.containerId, running.get(e.containerId) ?? { owner: o, pid: e.pid ?? 0, startTime: undefined }, e.t, e.exitCode !== undefined ? exitOf(e.exitCode) : {});
+        return;
+      }
       const sandbox = o.container === undefined;
+      if (e.pid !== undefined) running.set(e.containerId, { owner: o, pid: e.pid, startTime: procStat(e.pid)?.startTime });
       write({
         t: e.t, node, namespace: o.namespace, pod: o.pod, uid: o.uid, ...(sandbox ? {} : { container: o.container }),
-        event: e.kind === 'started' ? (sandbox ? 'pod-started' : 'container-started') : (sandbox ? 'pod-stopped' : 'container-exited'),
-        ...(e.pid !== undefined ? { pid: e.pid } : {}), ...(e.exitCode !== undefined ? exitOf(e.exitCode) : {}),
+        event: sandbox ? 'pod-started' : 'container-started', ...(e.pid !== undefined ? { pid: e.pid } : {}),
       });
     });
   });

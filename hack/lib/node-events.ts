@@ -15,6 +15,11 @@ export interface NodeEvent {
   pid?: number;
   exitCode?: number | null;
   signal?: string | null;
+  /**
+   * How an exit was known when not from containerd: `proc`, its process seen gone from /proc while containerd's
+   * event stream was down (its time is when it was seen: no earlier than the exit, at most a poll later).
+   */
+  source?: 'proc';
 }
 
 export interface ContainerdEvent {
@@ -89,4 +94,17 @@ export function parseKubeletStop(line: string, now: Date): Omit<NodeEvent, 'node
   if (Number(month) - 1 > now.getMonth()) year -= 1;
   const at = new Date(year, Number(month) - 1, Number(day), h, mi, s, Number((frac + '000').slice(0, 3)));
   return { t: at.toISOString(), namespace: namespace ?? '', pod: pod ?? '', uid: uid ?? '', container: container ?? '' };
+}
+
+/**
+ * State and start time (clock ticks since boot) of a process, from its /proc/<pid>/stat: after the last ')', as the
+ * command name may hold spaces and parentheses. Undefined when the text is not a stat line.
+ */
+export function parseProcStat(text: string): { state: string; startTime: string } | undefined {
+  const close = text.lastIndexOf(')');
+  if (close < 0) return undefined;
+  // Fields 3.. : state is field 3, starttime field 22.
+  const fields = text.slice(close + 1).trim().split(/\s+/);
+  const state = fields[0], startTime = fields[19];
+  return state && startTime && /^\d+$/.test(startTime) ? { state, startTime } : undefined;
 }

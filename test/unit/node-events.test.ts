@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseContainerdEvent, parseKubeletStop } from '../../hack/lib/node-events.js';
+import { parseContainerdEvent, parseKubeletStop, parseProcStat } from '../../hack/lib/node-events.js';
 
 const ID = '4d24b96deb68750ccddd602a66ff42f7483af6d440005641963062c6f5c24e9b';
 
@@ -41,5 +41,17 @@ describe('parseKubeletStop (the kubelet log line before it stops a container)', 
 
   it('ignores every other line', () => {
     expect(parseKubeletStop('I1201 07:34:08.146612   17887 kubelet.go:1] "SyncLoop DELETE" source="api"', new Date())).toBeUndefined();
+  });
+});
+
+describe('parseProcStat (/proc/<pid>/stat, for exits while containerd is down)', () => {
+  const tail = '1 15278 15278 0 -1 4194560 1125 0 0 0 3 1 0 0 20 0 12 0 437215 741376000 4321 18446744073709551615';
+  it('reads the state and the start time after the command name, whatever that holds', () => {
+    expect(parseProcStat(`15390 (csi-attacher) S ${tail}`)).toEqual({ state: 'S', startTime: '437215' });
+    expect(parseProcStat(`15390 (a) (b c) Z ${tail}`)).toEqual({ state: 'Z', startTime: '437215' });
+  });
+  it('is undefined for what is not a stat line', () => {
+    expect(parseProcStat('')).toBeUndefined();
+    expect(parseProcStat('15390 (sh) S 1 2')).toBeUndefined();
   });
 });
