@@ -53,6 +53,13 @@ export function resourceOf(path: string): string {
 export type WatchHandler = (type: string, object: unknown) => void;
 
 export const REQUEST_TIMEOUT_MS = 30_000;
+/**
+ * How long a watch may take to open (connection, TLS, the response's headers) before it is given up and tried again.
+ * Without it, a connection the API server never answers (one made while it restarts) waits for the kernel: about
+ * 2 minutes of SYN retries, or the watch's own idle limit (5 minutes and more). client-go bounds the same steps
+ * (a 30 s dial, a 10 s TLS handshake).
+ */
+export const WATCH_OPEN_TIMEOUT_MS = 10_000;
 
 /** A watch stream's bytes → its non-empty lines (one JSON event each), whatever the chunk boundaries. */
 export class LineSplitter {
@@ -144,9 +151,10 @@ export class KubeHttp {
 
   /**
    * Opens a watch on a collection and hands each event to `onEvent` until the server ends the stream
-   * (resolves) or it fails, is aborted, or stays silent for `idleMs` (rejects). Counted as one WATCH request.
+   * (resolves) or it fails, is aborted, does not open within `openTimeoutMs` (WATCH_OPEN_TIMEOUT_MS) or stays
+   * silent for `idleMs` (rejects). Counted as one WATCH request.
    */
-  async watch(path: string, query: Query, onEvent: WatchHandler, opts: { signal?: AbortSignal; idleMs?: number; onOpen?: () => void } = {}): Promise<void> {
+  async watch(path: string, query: Query, onEvent: WatchHandler, opts: { signal?: AbortSignal; idleMs?: number; openTimeoutMs?: number; onOpen?: () => void } = {}): Promise<void> {
     const url = this.url(path, { ...query, watch: true });
     const abort = new AbortController();
     const onAbort = () => abort.abort(opts.signal?.reason);
@@ -157,6 +165,8 @@ export class KubeHttp {
       clearTimeout(idle);
       idle = setTimeout(() => abort.abort(new Error(`watch ${path}: nothing received for ${opts.idleMs} ms`)), opts.idleMs);
     };
+    const openTimeoutMs = opts.openTimeoutMs ?? WATCH_OPEN_TIMEOUT_MS;
+    const opening = setTimeout(() => abort.abort(new Error(`watch ${path}: not opened within ${openTimeoutMs} ms`)), openTimeoutMs);
     try {
       alive();
       let res;
@@ -165,6 +175,8 @@ export class KubeHttp {
       } catch (err) {
         this.observer?.('WATCH', path, 0);
         throw err;
+      } finally {
+        clearTimeout(opening);
       }
       this.observer?.('WATCH', path, res.status);
       if (res.status >= 400) throw await KubeHttp.error(res, 'WATCH', path);

@@ -1,5 +1,6 @@
+import { createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { LineSplitter, resourceOf } from '../../src/kube/http.js';
+import { KubeHttp, LineSplitter, resourceOf } from '../../src/kube/http.js';
 
 describe('resourceOf', () => {
   it.each([
@@ -29,5 +30,27 @@ describe('LineSplitter', () => {
     for (let i = 0; i < bytes.length; i += 3) out.push(...l.push(bytes.slice(i, i + 3)));
     expect(out).toEqual(['{"type":"ADDED","object":{"n":"é"}}', '{"type":"BOOKMARK"}']);
     expect(l.push(enc('IFIED"}\n'))).toEqual(['{"type":"MODIFIED"}']);
+  });
+});
+
+describe('KubeHttp.watch', () => {
+  it('gives up a watch whose peer accepts the connection and never answers, once its open timeout has passed', async () => {
+    // A peer that takes connections and says nothing (as an API server that listens but does not serve yet).
+    const sockets: Socket[] = [];
+    const silent = createServer((s) => void sockets.push(s));
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
+    const { port } = silent.address() as { port: number };
+    const codes: number[] = [];
+    const http = new KubeHttp({ server: `http://127.0.0.1:${port}`, insecureSkipTLSVerify: false, token: { get: () => undefined, invalidate: () => undefined } }, (_verb, _path, code) => codes.push(code));
+    try {
+      const started = Date.now();
+      await expect(http.watch('/api/v1/pods', {}, () => undefined, { openTimeoutMs: 200, idleMs: 60_000 })).rejects.toThrow(/not opened within 200 ms/);
+      expect(Date.now() - started).toBeLessThan(5_000); // the idle limit (60 s) did not decide it
+      expect(codes).toEqual([0]);
+      expect(sockets.length).toBe(1);
+    } finally {
+      for (const s of sockets) s.destroy();
+      silent.close();
+    }
   });
 });
