@@ -1,5 +1,6 @@
 // A list-watch cache that never gives up: it relists on 410 Gone, reconnects from the last resourceVersion
-// after any other watch error with capped exponential backoff, and reports whether it has synced.
+// after any other watch error with capped, jittered exponential backoff (INFORMER_BACKOFF), and reports
+// whether it has synced.
 // client-node's own informer stops on non-410 errors; the operator cannot afford that.
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -206,11 +207,23 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
 
   private scheduleRetry(err: unknown): void {
     if (this.stopped) return;
-    const { initialMs, maxMs } = this.opts.backoff ?? { initialMs: 200, maxMs: 30_000 };
-    const delay = Math.min(maxMs, initialMs * 2 ** this.failures);
+    const delay = retryDelay(this.failures, this.opts.backoff ?? INFORMER_BACKOFF, Math.random());
     this.failures++;
     if (err instanceof KubeApiError && err.status === 410) this.resourceVersion = '';
     this.opts.log.warn({ err: String(err), path: this.opts.path, retryInMs: delay }, 'list/watch failed; retrying');
     this.retryTimer = setTimeout(() => void this.run(), delay);
   }
+}
+
+/**
+ * An informer's retry backoff. Capped at 5 s, not client-go's 30 s: while the API server is away every informer
+ * keeps failing, and with a 30 s cap its watches came back up to 30 s after the API server did (soak, 2026-12-02;
+ * the operator's dozen watches cost the API server little). Jittered, so informers that failed together do not
+ * retry in lockstep.
+ */
+export const INFORMER_BACKOFF = { initialMs: 200, maxMs: 5_000 };
+
+/** The wait before retry number `failures` + 1: doubling from initialMs, capped at maxMs, times 1–1.5 (`random` in [0, 1)). */
+export function retryDelay(failures: number, backoff: { initialMs: number; maxMs: number }, random: number): number {
+  return Math.round(Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 30)) * (1 + random / 2));
 }
