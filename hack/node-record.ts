@@ -69,12 +69,12 @@ function procStat(pid: number): ReturnType<typeof parseProcStat> {
   }
 }
 
-function writeExit(id: string, r: Running, t: string, fields: Partial<NodeEvent>): void {
+function writeExit(id: string, owner: Owner, pid: number | undefined, t: string, fields: Partial<NodeEvent>): void {
   running.delete(id);
   if (exitWritten.has(id)) return;
   exitWritten.add(id);
-  const sandbox = r.owner.container === undefined;
-  write({ t, node, namespace: r.owner.namespace, pod: r.owner.pod, uid: r.owner.uid, ...(sandbox ? {} : { container: r.owner.container }), event: sandbox ? 'pod-stopped' : 'container-exited', pid: r.pid, ...fields });
+  const sandbox = owner.container === undefined;
+  write({ t, node, namespace: owner.namespace, pod: owner.pod, uid: owner.uid, ...(sandbox ? {} : { container: owner.container }), event: sandbox ? 'pod-stopped' : 'container-exited', ...(pid !== undefined ? { pid } : {}), ...fields });
 }
 
 /**
@@ -94,7 +94,7 @@ function watchProc(on: boolean): void {
   procPoll ??= setInterval(() => {
     for (const [id, r] of running) {
       const now = procStat(r.pid);
-      if (!now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime)) writeExit(id, r, new Date().toISOString(), { source: 'proc' });
+      if (!now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime)) writeExit(id, r.owner, r.pid, new Date().toISOString(), { source: 'proc' });
     }
   }, PROC_POLL_MS);
 }
@@ -120,7 +120,7 @@ function subscribe(): void {
     void owner.then((o) => {
       if (!o) return;
       if (e.kind === 'exited') {
-        writeExit(e.containerId, running.get(e.containerId) ?? { owner: o, pid: e.pid ?? 0, startTime: undefined }, e.t, e.exitCode !== undefined ? exitOf(e.exitCode) : {});
+        writeExit(e.containerId, o, e.pid ?? running.get(e.containerId)?.pid, e.t, e.exitCode !== undefined ? exitOf(e.exitCode) : {});
         return;
       }
       const sandbox = o.container === undefined;

@@ -71,17 +71,20 @@ export function containersRunningAt(events: readonly NodeEvent[], namespace: str
   return [...depth].filter(([, n]) => n > 0).map(([c]) => c).sort();
 }
 
-/** Lease samples grouped per lease (namespace/name), each in observation order. */
-function perLease(samples: readonly LeaseSample[]): Map<string, LeaseSample[]> {
-  const out = new Map<string, LeaseSample[]>();
+/** Samples grouped by `keyOf`, each group in observation order. */
+function inTimeOrderBy<S extends { t: number }>(samples: readonly S[], keyOf: (s: S) => string): Map<string, S[]> {
+  const out = new Map<string, S[]>();
   for (const s of [...samples].sort((a, b) => a.t - b.t)) {
-    const key = `${s.namespace}/${s.lease}`;
+    const key = keyOf(s);
     const list = out.get(key);
     if (list) list.push(s);
     else out.set(key, [s]);
   }
   return out;
 }
+
+/** Lease samples grouped per lease (namespace/name), each in observation order. */
+const perLease = (samples: readonly LeaseSample[]) => inTimeOrderBy(samples, (s) => `${s.namespace}/${s.lease}`);
 
 /**
  * No release for a running holder, and never two leaders: for every release record the observer saw, the
@@ -158,12 +161,7 @@ export function overlapMs(outages: readonly { from: number; to: number }[], from
  * no live pod keeps the gate or a handover state that still waits (a lifted pod's state starts with "started").
  */
 export function checkGates(samples: readonly PodSample[], c: GateCheck): Violation[] {
-  const byUid = new Map<string, PodSample[]>();
-  for (const s of [...samples].sort((a, b) => a.t - b.t)) {
-    const list = byUid.get(s.uid);
-    if (list) list.push(s);
-    else byUid.set(s.uid, [s]);
-  }
+  const byUid = inTimeOrderBy(samples, (s) => s.uid);
   const out: Violation[] = [];
   for (const list of byUid.values()) {
     const first = list[0];
