@@ -5,7 +5,7 @@ import { type ClusterAccess, inClusterAccess } from './kube/config.js';
 import { KubeHttp } from './kube/http.js';
 import { makeLogger } from './log.js';
 import { countRequestsOf, makeMetrics } from './metrics.js';
-import { Operator } from './operator.js';
+import { Operator } from './operator/operator.js';
 
 let cfg;
 try {

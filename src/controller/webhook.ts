@@ -9,10 +9,12 @@ import type { Clock } from '../clock.js';
 import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
 import type { InformerView } from '../kube/informer.js';
 import { sameContent } from '../kube/same-content.js';
-import { WorkQueue } from '../kube/workqueue.js';
+import type { WorkQueue } from '../kube/workqueue.js';
 import type { Metrics } from '../metrics.js';
 import { CA_ROTATED_AT, type CertPolicy, planCerts, readCertSecret } from '../webhook/certs.js';
 import type { WebhookServer } from '../webhook/server.js';
+import type { Part } from './part.js';
+import { controllerQueue } from './queue.js';
 
 export type CertSource = 'self' | 'service-ca' | 'olm';
 
@@ -31,11 +33,12 @@ export interface WebhookDeps {
   secret: InformerView<V1Secret>;
   /** The configuration whose selector (and caBundle, certSource self) the leader keeps; none under OLM, which owns it. */
   configuration: InformerView<V1MutatingWebhookConfiguration> | undefined;
-  deployments: () => V1Deployment[];
+  /** Managed controller Deployments: the webhook asks only about their namespaces. */
+  deployments: InformerView<V1Deployment>;
   now: Clock;
 }
 
-const KEY = 'webhook';
+const KEY = 'webhook' as const;
 const HOUR_MS = 3_600_000;
 const MWC_PATH = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
 const NAMESPACE_LABEL = 'kubernetes.io/metadata.name';
@@ -48,28 +51,22 @@ export function namespaceSelectorFor(namespaces: readonly string[]): { matchExpr
 
 const decode = (b64: string | undefined): string => (b64 ? Buffer.from(b64, 'base64').toString('utf8') : '');
 
-export class WebhookController {
-  readonly queue: WorkQueue;
+export class WebhookController implements Part {
+  readonly name = 'webhook';
+  readonly needsLeadership = true;
+  private readonly queue: WorkQueue<typeof KEY>;
   private active = false;
   private missingConfigLogged = false;
 
   constructor(private readonly d: WebhookDeps) {
-    this.queue = new WorkQueue({
-      name: 'webhook',
-      backoff: { baseMs: 500, maxMs: 30_000 },
-      reconcile: () => this.reconcile(),
-      onError: (_k, err, retryInMs) => {
-        d.metrics.reconcileErrors.inc({ controller: 'webhook' });
-        d.log.warn({ err: String(err), retryInMs }, 'webhook upkeep failed; retrying with backoff');
-      },
-      onDone: (_k, _ms, outcome) => d.metrics.reconciles.inc({ controller: 'webhook', outcome }),
-    });
+    this.queue = controllerQueue({ controller: 'webhook', metrics: d.metrics, log: d.log, id: () => KEY, backoff: { baseMs: 500, maxMs: 30_000 }, reconcile: () => this.reconcile() });
     const onSecret = (s: V1Secret) => {
       this.load(s);
       this.enqueue();
     };
     d.secret.on('add', onSecret).on('update', onSecret).on('delete', () => this.enqueue());
     d.configuration?.on('add', () => this.enqueue()).on('update', () => this.enqueue()).on('delete', () => this.enqueue());
+    d.deployments.on('add', () => this.enqueue()).on('delete', () => this.enqueue());
   }
 
   /** Every replica: serve the Secret's pair as soon as there is one. */
@@ -98,8 +95,8 @@ export class WebhookController {
     await this.queue.shutDown();
   }
 
-  /** The managed workloads changed: their namespaces may have. */
-  enqueue(): void {
+  /** Something the configuration follows changed: the Secret, the configuration, the managed workloads' namespaces. */
+  private enqueue(): void {
     if (this.active) this.queue.add(KEY);
   }
 
@@ -132,7 +129,7 @@ export class WebhookController {
       caBundle = Buffer.from(state.cas.map((c) => c.pem).join(''), 'utf8').toString('base64');
       nextCheckAt = step.nextCheckAt;
     }
-    const namespaceSelector = namespaceSelectorFor(this.d.deployments().map((dep) => dep.metadata?.namespace ?? ''));
+    const namespaceSelector = namespaceSelectorFor(this.d.deployments.list().map((dep) => dep.metadata?.namespace ?? ''));
     const stale = (mwc.webhooks ?? []).filter((w) => !sameContent(w.namespaceSelector, namespaceSelector) || (caBundle !== undefined && w.clientConfig.caBundle !== caBundle));
     if (stale.length) {
       const webhooks = (mwc.webhooks ?? []).map((w) => ({ name: w.name, namespaceSelector, ...(caBundle !== undefined ? { clientConfig: { caBundle } } : {}) }));

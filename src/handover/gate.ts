@@ -1,9 +1,11 @@
 // New pods start after the release: while a handover is pending, the admission webhook adds a scheduling gate to
-// a new pod of the workload, and the pod is let go as soon as no lease of its workload is held by a terminating
-// pod that is still alive. Fail open: a gate older than the timeout is lifted anyway. (Older versions put the
-// gate into the pod template; `withHandoverGate` takes it out again.)
+// a new pod of the workload (gatePatch), and the pod is let go (liftGatePatch) as soon as no lease of its workload
+// is held by a terminating pod that is still alive. Fail open: a gate older than the timeout is lifted anyway.
+// Older versions put the gate into the pod template; `withHandoverGate` takes it out again.
 import type { V1Pod, V1PodSpec } from '@kubernetes/client-node';
-import { HANDOVER_GATE } from '../api/names.js';
+import { HANDOVER_GATE, HANDOVER_STATE } from '../api/names.js';
+
+const escapePointer = (s: string): string => s.replaceAll('~', '~0').replaceAll('/', '~1');
 
 export const specHasHandoverGate = (spec: V1PodSpec | undefined): boolean => (spec?.schedulingGates ?? []).some((g) => g.name === HANDOVER_GATE);
 export const hasHandoverGate = (pod: V1Pod): boolean => specHasHandoverGate(pod.spec);
@@ -41,12 +43,37 @@ export function withHandoverGate(spec: V1PodSpec, present: boolean): V1PodSpec {
   return { ...spec, schedulingGates: next.length ? next : undefined };
 }
 
-/** A JSON patch that removes our gate only if it is still where we saw it (test-and-remove). */
-export function liftGatePatch(pod: V1Pod): unknown[] | undefined {
+/**
+ * A JSON patch that removes our gate only if it is still where we saw it (test-and-remove); `state`: the state
+ * annotation the pod had while held back is replaced with it (how it was let go).
+ */
+export function liftGatePatch(pod: V1Pod, state?: string): unknown[] | undefined {
   const i = (pod.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
   if (i < 0) return undefined;
   return [
     { op: 'test', path: `/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
     { op: 'remove', path: `/spec/schedulingGates/${i}` },
+    ...(state === undefined ? [] : [{ op: 'replace', path: `/metadata/annotations/${escapePointer(HANDOVER_STATE)}`, value: state }]),
   ];
+}
+
+/** Sets the state annotation only (a pod admitted ungated while a handover is pending says why). */
+export function statePatch(pod: V1Pod, state: string): unknown[] {
+  return pod.metadata?.annotations
+    ? [{ op: 'add', path: `/metadata/annotations/${escapePointer(HANDOVER_STATE)}`, value: state }]
+    : [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: state } }];
+}
+
+/**
+ * Adds the gate and the state annotation. `undefined` for a pod the gate cannot apply to: one created bound to
+ * a node (the API server forbids scheduling gates there) or already gated by us.
+ */
+export function gatePatch(pod: V1Pod, message: string): unknown[] | undefined {
+  if (pod.spec?.nodeName) return undefined;
+  const gates = pod.spec?.schedulingGates;
+  if (gates?.some((g) => g.name === HANDOVER_GATE)) return undefined;
+  const ops = [
+    gates ? { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } } : { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
+  ];
+  return [...ops, ...statePatch(pod, message)];
 }

@@ -3,7 +3,7 @@
 import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { DRIVER_LABEL, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../api/names.js';
 import { type AnnotationPatch, carriesAnnotations, deletionCostPatch } from './deletion-cost.js';
-import { type GateDecision, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending, waitingFor } from './gate.js';
+import { type GateDecision, gatePatch, hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending, statePatch, waitingFor } from './gate.js';
 import { parseKubeTime } from './kube-time.js';
 import type { HandoverRecord, LeaseObservation } from './measure.js';
 import { isTerminating, type ObservedPod, podRef } from './observed-pod.js';
@@ -33,7 +33,7 @@ export type LeasePlan =
   /** A pending handover we will not release (the holder is not proven dead): logged and counted once per holder. */
   | { action: 'refuse'; holder: string; reason: RefusalReason; message: string }
   /** Release now; then the holder's workload (its gated pods) looks again. */
-  | { action: 'release'; holder: string; pod: string; evidence: string; message: string; recheck?: string };
+  | { action: 'release'; holder: string; pod: string; evidence: string; message: string; recheck?: { namespace: string; name: string } };
 
 const holderOf = (lease: V1Lease): string => (typeof lease.spec?.holderIdentity === 'string' ? lease.spec.holderIdentity : '');
 
@@ -45,7 +45,7 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
   if (decision.action === 'release') {
     const r = s.resolve({ namespace, identity: decision.holder });
     const dep = r.kind === 'pod' ? s.workloadOf(r.pod.pod) : undefined;
-    return { action: 'release', holder: decision.holder, pod: decision.pod, evidence: decision.evidence, message: decision.message, recheck: dep && workloadRef(dep) };
+    return { action: 'release', holder: decision.holder, pod: decision.pod, evidence: decision.evidence, message: decision.message, recheck: dep && { namespace: dep.metadata?.namespace ?? '', name: dep.metadata?.name ?? '' } };
   }
   if (decision.reason !== 'holder-alive' && decision.reason !== 'unresolved-holder' && decision.reason !== 'malformed-lease') return { action: 'none' };
   const holder = holderOf(lease);
@@ -155,7 +155,7 @@ export type AdmissionPlan =
  * unchanged. `s` must see the holders as they are now (the controller re-reads them), not as the informer last
  * saw them: the replacement is created milliseconds after the old pod's deletion.
  */
-export function planAdmission(s: HandoverSnapshot, pod: V1Pod, patches: { gate: (pod: V1Pod, message: string) => unknown[] | undefined; state: (pod: V1Pod, state: string) => unknown[] }, early?: EarlyLift): AdmissionPlan {
+export function planAdmission(s: HandoverSnapshot, pod: V1Pod, early?: EarlyLift): AdmissionPlan {
   const dep = s.workloadOf(pod);
   if (!dep) return { gate: false, reason: 'not-managed', message: 'not a pod of a managed controller workload' };
   const pending = pendingHandovers(s, heldLeases(s, dep), s.now);
@@ -164,10 +164,10 @@ export function planAdmission(s: HandoverSnapshot, pod: V1Pod, patches: { gate: 
   const earlyAt = earlyLiftFor(pending, early);
   if (earlyAt !== undefined && earlyAt <= s.now) {
     const message = overlapMessage(described);
-    return { gate: false, reason: 'overlap', message, patch: patches.state(pod, `started: ${message}`) };
+    return { gate: false, reason: 'overlap', message, patch: statePatch(pod, `started: ${message}`) };
   }
   const message = waitingFor(described);
-  const patch = patches.gate(pod, message);
+  const patch = gatePatch(pod, message);
   if (!patch) return { gate: false, reason: 'not-gateable', message: 'bound to a node at creation, or gated already' };
   return { gate: true, message, patch, earlyAt };
 }
@@ -213,16 +213,26 @@ export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number
       requeue = Math.min(requeue ?? Infinity, Math.max(100, left), Math.max(10, firstExpiry - now + 10), earlyAt === undefined ? Infinity : Math.max(10, earlyAt - now));
       continue;
     }
-    const lift = liftGatePatch(pod);
-    if (!lift) continue;
     // A pod that waited keeps a record of how it was let go.
-    const patch = state === undefined ? lift : [...lift, { op: 'replace', path: `/metadata/annotations/${HANDOVER_STATE.replace('/', '~1')}`, value: `started: ${decision.message}` }];
+    const patch = liftGatePatch(pod, state === undefined ? undefined : `started: ${decision.message}`);
+    if (!patch) continue;
     actions.push({
       kind: 'lift', pod, reason: decision.reason, message: decision.message, patch,
       warning: decision.reason === 'timeout' ? { reason: 'HandoverGateTimeout', message: decision.message } : undefined,
     });
   }
   return { pending, actions, requeueAfterMs: requeue };
+}
+
+/**
+ * Fail open for good: the operator is going away (uninstalled, scaled to zero), so every pod still behind our gate
+ * is let go, none waiting for an operator that will not come back. Each lift is test-and-remove.
+ */
+export function planOperatorLeaving(pods: readonly V1Pod[], why: string): PodAction[] {
+  return pods.flatMap((pod): PodAction[] => {
+    const patch = pod.metadata?.deletionTimestamp ? undefined : liftGatePatch(pod);
+    return patch ? [{ kind: 'lift', pod, reason: 'operator-leaving', message: why, patch }] : [];
+  });
 }
 
 /** Fail open: our gate on a pod no managed workload selects (its label was removed) is lifted at once. */

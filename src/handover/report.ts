@@ -1,9 +1,8 @@
 // What a driver's CR tells of its handovers: the last handover of each of its leases and running totals. It is
 // level-based: seeded from the CR's own status.handover when the operator (re)starts, so a restart, an upgrade
 // or a new leader keeps the last gap a user saw. On OpenShift's CRD status.handover is pruned; the condition
-// (its message carries the summary) is then kept as it stands until a new handover replaces it.
+// (src/status/conditions.ts; its message carries the summary) is then kept until a new handover replaces it.
 import { z } from 'zod';
-import type { Condition } from '../api/clustercsidriver.js';
 import { formatGap, type HandoverRecord } from './measure.js';
 
 export interface HandoverTotals { handovers: number; releasedByOperator: number; releasedByHolder: number; expired: number }
@@ -13,8 +12,6 @@ export interface HandoverReport {
   totals: HandoverTotals;
 }
 
-export const HANDED_OVER = 'CSIHandoverLeasesHandedOver';
-const NO_HANDOVER_YET = 'NoHandoverYet';
 const emptyTotals = (): HandoverTotals => ({ handovers: 0, releasedByOperator: 0, releasedByHolder: 0, expired: 0 });
 
 /** The report with one more handover: it replaces that lease's previous one and counts in the totals. */
@@ -121,25 +118,6 @@ export function reportFromStatus(status: unknown): HandoverReport | undefined {
     gapMs: l.gapSeconds === undefined ? undefined : l.gapSeconds * 1000,
   }]));
   return leases.length ? { leases, totals: parsed.data.totals } : undefined;
-}
-
-// ---- the summary condition ----
-
-/** The last handover of each lease, the largest gap, who released; the CR's current condition when we know no more. */
-export function handoverCondition(report: HandoverReport | undefined, current: readonly Condition[] | undefined | null): Omit<Condition, 'lastTransitionTime'> {
-  if (!report || report.leases.length === 0) {
-    const kept = current?.find((c) => c.type === HANDED_OVER && c.reason !== NO_HANDOVER_YET);
-    if (kept) return { type: kept.type, status: kept.status, reason: kept.reason, message: kept.message };
-    return { type: HANDED_OVER, status: 'Unknown', reason: NO_HANDOVER_YET, message: 'no lease handover observed yet' };
-  }
-  const byWho = (who: string) => report.leases.filter((h) => h.releasedBy === who).length;
-  const largest = [...report.leases].sort((a, b) => (b.gapMs ?? -1) - (a.gapMs ?? -1))[0];
-  const largestText = largest?.gapMs === undefined ? 'no stop observed' : `${formatGap(largest.gapMs)} (${largest.namespace}/${largest.lease})`;
-  const expired = byWho('expiry');
-  const message = `last handover of ${report.leases.length} lease(s): largest gap ${largestText}; released by operator ${byWho('operator')}, by holder ${byWho('holder')}, expired ${expired}`;
-  return expired
-    ? { type: HANDED_OVER, status: 'False', reason: 'LeaseExpired', message }
-    : { type: HANDED_OVER, status: 'True', reason: byWho('operator') ? 'ReleasedByOperator' : 'ReleasedByHolder', message };
 }
 
 // Two replicas see the same handover a few milliseconds apart.

@@ -217,7 +217,7 @@ export class Informer<T extends KubernetesObject> implements InformerView<T> {
 
 /**
  * An informer's retry backoff. Capped at 5 s, not client-go's 30 s: while the API server is away every informer
- * keeps failing, and with a 30 s cap its watches came back up to 30 s after the API server did (soak, 2026-12-02;
+ * keeps failing, and with a 30 s cap its watches come back up to 30 s after the API server does (docs/reliability.md;
  * the operator's dozen watches cost the API server little). Jittered, so informers that failed together do not
  * retry in lockstep.
  */
@@ -226,4 +226,16 @@ export const INFORMER_BACKOFF = { initialMs: 200, maxMs: 5_000 };
 /** The wait before retry number `failures` + 1: doubling from initialMs, capped at maxMs, times 1–1.5 (`random` in [0, 1)). */
 export function retryDelay(failures: number, backoff: { initialMs: number; maxMs: number }, random: number): number {
   return Math.round(Math.min(backoff.maxMs, backoff.initialMs * 2 ** Math.min(failures, 30)) * (1 + random / 2));
+}
+
+/** Several informers (one per watched namespace) seen as one. */
+export function unionOf<T>(informers: readonly InformerView<T>[]): InformerView<T> {
+  return {
+    on(event, handler) {
+      for (const i of informers) i.on(event, handler);
+      return this;
+    },
+    get: (key) => informers.map((i) => i.get(key)).find((x) => x !== undefined),
+    list: () => informers.flatMap((i) => i.list()),
+  };
 }

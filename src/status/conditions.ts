@@ -1,12 +1,16 @@
-// The operator's conditions on a ClusterCSIDriver, computed from what it observed. Names end in Available,
-// Progressing and Degraded under one prefix, so OpenShift's suffix roll-up counts them.
+// The operator's conditions on a ClusterCSIDriver, computed from what it observed and the handovers it measured.
+// Names end in Available, Progressing and Degraded under one prefix, so OpenShift's suffix roll-up counts them.
 import type { Condition } from '../api/clustercsidriver.js';
+import { formatGap } from '../handover/measure.js';
+import { type HandoverReport, handoverStatus } from '../handover/report.js';
 import { describeProgress, type WorkloadProgress } from './workload-progress.js';
 
 export const CONDITION_PREFIX = 'CSIHandover';
 export const AVAILABLE = `${CONDITION_PREFIX}Available`;
 export const PROGRESSING = `${CONDITION_PREFIX}Progressing`;
 export const DEGRADED = `${CONDITION_PREFIX}Degraded`;
+export const HANDED_OVER = `${CONDITION_PREFIX}LeasesHandedOver`;
+const NO_HANDOVER_YET = 'NoHandoverYet';
 
 export interface DriverObservation {
   /** Set when the spec holds a value the operator cannot act on. */
@@ -106,4 +110,29 @@ export function conditionsUpToDate(want: readonly Condition[], current: readonly
     const c = current?.find((x) => x.type === w.type);
     return c !== undefined && c.status === w.status && c.reason === w.reason && c.message === w.message;
   });
+}
+
+/** The last handover of each lease, the largest gap, who released; the CR's current condition when we know no more. */
+export function handoverCondition(report: HandoverReport | undefined, current: readonly Condition[] | undefined | null): Omit<Condition, 'lastTransitionTime'> {
+  if (!report || report.leases.length === 0) {
+    const kept = current?.find((c) => c.type === HANDED_OVER && c.reason !== NO_HANDOVER_YET);
+    if (kept) return { type: kept.type, status: kept.status, reason: kept.reason, message: kept.message };
+    return { type: HANDED_OVER, status: 'Unknown', reason: NO_HANDOVER_YET, message: 'no lease handover observed yet' };
+  }
+  const byWho = (who: string) => report.leases.filter((h) => h.releasedBy === who).length;
+  const largest = [...report.leases].sort((a, b) => (b.gapMs ?? -1) - (a.gapMs ?? -1))[0];
+  const largestText = largest?.gapMs === undefined ? 'no stop observed' : `${formatGap(largest.gapMs)} (${largest.namespace}/${largest.lease})`;
+  const expired = byWho('expiry');
+  const message = `last handover of ${report.leases.length} lease(s): largest gap ${largestText}; released by operator ${byWho('operator')}, by holder ${byWho('holder')}, expired ${expired}`;
+  return expired
+    ? { type: HANDED_OVER, status: 'False', reason: 'LeaseExpired', message }
+    : { type: HANDED_OVER, status: 'True', reason: byWho('operator') ? 'ReleasedByOperator' : 'ReleasedByHolder', message };
+}
+
+/** Every condition of ours on the CR, with transition times, and the structured handover report (our CRD's extension). */
+export function driverConditions(o: DriverObservation, report: HandoverReport | undefined, current: readonly Condition[] | undefined | null, now: string): { conditions: Condition[]; handover?: Record<string, unknown> } {
+  return {
+    conditions: withTransitionTimes([...computeConditions(o), handoverCondition(report, current)], current, now),
+    handover: report ? handoverStatus(report) : undefined,
+  };
 }

@@ -1,9 +1,8 @@
-// The admission webhook's wire format and its one mutation: an AdmissionReview (admission.k8s.io/v1) read with
-// zod, and the answer — always allowed, with a JSON patch that adds the handover scheduling gate and says what
-// the pod waits for, or no patch at all. Nothing here can refuse a pod: an error answers "allowed, unchanged".
+// The admission webhook's wire format: an AdmissionReview (admission.k8s.io/v1) read with zod, and the answer —
+// always allowed, with the JSON patch the handover engine asks for (src/handover/gate.ts: the gate and what the
+// pod waits for), or no patch at all. Nothing here can refuse a pod: an error answers "allowed, unchanged".
 import type { V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
-import { HANDOVER_GATE, HANDOVER_STATE } from '../api/names.js';
 
 export const AdmissionReview = z.object({
   apiVersion: z.literal('admission.k8s.io/v1'),
@@ -47,27 +46,4 @@ export function allowed(uid: string, patch?: unknown[]): unknown {
     response.patch = Buffer.from(JSON.stringify(patch)).toString('base64');
   }
   return { apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response };
-}
-
-const escapePointer = (s: string): string => s.replaceAll('~', '~0').replaceAll('/', '~1');
-
-/** Sets the state annotation only (a pod admitted ungated while a handover is pending says why). */
-export function statePatch(pod: V1Pod, state: string): unknown[] {
-  return pod.metadata?.annotations
-    ? [{ op: 'add', path: `/metadata/annotations/${escapePointer(HANDOVER_STATE)}`, value: state }]
-    : [{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: state } }];
-}
-
-/**
- * Adds the gate and the state annotation. `undefined` for a pod the gate cannot apply to: one created bound to
- * a node (the API server forbids scheduling gates there) or already gated by us.
- */
-export function gatePatch(pod: V1Pod, message: string): unknown[] | undefined {
-  if (pod.spec?.nodeName) return undefined;
-  const gates = pod.spec?.schedulingGates;
-  if (gates?.some((g) => g.name === HANDOVER_GATE)) return undefined;
-  const ops = [
-    gates ? { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } } : { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
-  ];
-  return [...ops, ...statePatch(pod, message)];
 }

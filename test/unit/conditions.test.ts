@@ -1,6 +1,6 @@
 import type { V1Container, V1LabelSelector } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { type Workload, workloadNote } from '../../src/controller/clustercsidriver.js';
+import { type Workload, workloadNote } from '../../src/controller/clustercsidriver/plan.js';
 import { validateSpec } from '../../src/api/clustercsidriver.js';
 import { AVAILABLE, computeConditions, conditionsUpToDate, DEGRADED, type DriverObservation, PROGRESSING, withTransitionTimes } from '../../src/status/conditions.js';
 import type { WorkloadProgress } from '../../src/status/workload-progress.js';

@@ -7,9 +7,7 @@ import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/a
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
 import { alreadyDone, handoverOwner, type LeasePlan, observeLease, planAdmission, planLease, planOrphanGate, planWorkload, type WorkloadPlan } from '../../src/handover/plan.js';
-import { gatePatch, statePatch } from '../../src/webhook/admission.js';
 
-const PATCHES = { gate: gatePatch, state: statePatch };
 import { snapshotOf } from '../../src/handover/snapshot.js';
 
 const NOW = Date.parse('2026-01-02T03:04:20Z');
@@ -59,7 +57,7 @@ const lease = (holder: string, o: { ns?: string; name?: string; renewedAgoMs?: n
 const ready = (name: string, status = 'True'): V1Node => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status }] } });
 
 const leaseSummary = (p: LeasePlan): string =>
-  p.action === 'release' ? `release ${p.pod} (${p.evidence}), recheck ${p.recheck ?? '-'}` : p.action === 'refuse' ? `refuse ${p.reason}` : 'none';
+  p.action === 'release' ? `release ${p.pod} (${p.evidence}), recheck ${p.recheck ? `${p.recheck.namespace}/${p.recheck.name}` : '-'}` : p.action === 'refuse' ? `refuse ${p.reason}` : 'none';
 
 describe('planLease', () => {
   const dep = deployment();
@@ -241,19 +239,19 @@ describe('planAdmission (the webhook: gate a new pod only while a handover is pe
       'gate: waiting for leases/external-attacher-leader ← ctrl-old'],
   ])('%s', (_n, c, want) => {
     const s = snapshotOf({ deployments: c.deployments ?? [deployment()], pods: c.pods, leases: c.leases, nodes }, NOW);
-    const plan = planAdmission(s, c.pod ?? newPod(), PATCHES);
+    const plan = planAdmission(s, c.pod ?? newPod());
     expect(plan.gate ? `gate: ${plan.message}` : plan.reason).toBe(want);
   });
 
   it('the patch adds the gate and says what the pod waits for, beside gates and annotations it has', () => {
     const s = snapshotOf({ deployments: [deployment()], pods: [observed('ctrl-old', { deleting: true })], leases: [lease('ctrl-old')], nodes }, NOW);
-    const bare = planAdmission(s, newPod(), PATCHES);
+    const bare = planAdmission(s, newPod());
     expect(bare.gate && bare.patch).toEqual([
       { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
       { op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: 'waiting for csi/external-attacher-leader ← ctrl-old' } },
     ]);
     const dressed: V1Pod = { metadata: { ...newPod().metadata, annotations: { a: 'b' } }, spec: { schedulingGates: [{ name: 'other' }], containers: [] } };
-    const plan = planAdmission(s, dressed, PATCHES);
+    const plan = planAdmission(s, dressed);
     expect(plan.gate && plan.patch).toEqual([
       { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } },
       { op: 'add', path: '/metadata/annotations/csi-handover.io~1handover-state', value: 'waiting for csi/external-attacher-leader ← ctrl-old' },
@@ -270,7 +268,7 @@ describe('starting new pods before the release (overlap)', () => {
     ['the old leader is predicted released in time: admitted ungated, saying why', NOW - 1, 'overlap'],
     ['predicted in time only later: gated (the gate comes off at that moment)', NOW + 400, 'gate'],
   ])('admission — %s', (_n, at, want) => {
-    const plan = planAdmission(s(), newPod(), PATCHES, () => at);
+    const plan = planAdmission(s(), newPod(), () => at);
     expect(plan.gate ? 'gate' : plan.reason).toBe(want);
     if (!plan.gate && plan.reason === 'overlap') {
       expect(plan.patch).toEqual([{ op: 'add', path: '/metadata/annotations', value: { [HANDOVER_STATE]: expect.stringMatching(/^started: overlap: csi\/external-attacher-leader ← ctrl-old predicted released/) } }]);

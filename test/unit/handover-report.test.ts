@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { HandoverRecord } from '../../src/handover/measure.js';
-import { EVENT_MESSAGE_MAX, type HandoverReport, handoverCondition, handoverMessage, HandoverReports, handoversMessage, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
+import { handoverCondition } from '../../src/status/conditions.js';
+import { EVENT_MESSAGE_MAX, type HandoverReport, handoverMessage, HandoverReports, handoversMessage, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
 
 const T = Date.parse('2026-01-02T03:04:05.123Z');
 const record = (over: Partial<HandoverRecord> = {}): HandoverRecord => ({

@@ -3,7 +3,8 @@
 import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { pino } from 'pino';
 import { describe, expect, it, vi } from 'vitest';
-import { HandoverController } from '../../src/controller/handover.js';
+import { HandoverController } from '../../src/controller/handover/controller.js';
+import type { HandoverKey } from '../../src/controller/handover/deps.js';
 import { HandoverReports } from '../../src/handover/report.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { KubeHttp } from '../../src/kube/http.js';
@@ -62,7 +63,7 @@ function setup() {
   const added = vi.spyOn(c.queue, 'add').mockImplementation(() => undefined);
   c.start();
   const keys = (): string[] => {
-    const k = [...new Set(added.mock.calls.map(([key]) => key))].sort();
+    const k = [...new Set(added.mock.calls.map(([key]: [HandoverKey]) => `${key.kind}/${key.namespace}/${key.name}`))].sort();
     added.mockClear();
     return k;
   };

@@ -1,6 +1,6 @@
 import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { writeNeeds, type Workload } from '../../src/controller/clustercsidriver.js';
+import { writeNeeds, type Workload } from '../../src/controller/clustercsidriver/plan.js';
 import { describeNeed } from '../../src/kube/access.js';
 
 const dep = (ns: string, args: string[] = []): Workload => ({ kind: 'Deployment', obj: { metadata: { name: 'ctrl', namespace: ns }, spec: { selector: {}, template: { spec: { containers: [{ name: 'csi-attacher', args }] } } } } as V1Deployment });

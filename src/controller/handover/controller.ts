@@ -1,0 +1,154 @@
+// The handover engine: routes each observed change to the keys it concerns (a lease, a workload, a pod behind
+// an orphaned gate) and reconciles a key by carrying out the plan src/handover/plan.ts decides over one snapshot.
+// What it observes, writes and tells are parts of their own (world, writes, reporting, early starts, admission).
+import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import { hasHandoverGate } from '../../handover/gate.js';
+import { podIdentity } from '../../handover/holder.js';
+import { planLease, planOperatorLeaving, planOrphanGate, planWorkload } from '../../handover/plan.js';
+import { workloadRef } from '../../handover/snapshot.js';
+import type { ReconcileResult, WorkQueue } from '../../kube/workqueue.js';
+import type { Part } from '../part.js';
+import { controllerQueue } from '../queue.js';
+import { HandoverAdmission } from './admission.js';
+import { type HandoverDeps, type HandoverKey, keyId, keyIn } from './deps.js';
+import { EarlyStarts } from './early-starts.js';
+import { HandoverReporting } from './reporting.js';
+import { ObservedWorld } from './world.js';
+import { HandoverWrites } from './writes.js';
+
+export class HandoverController implements Part {
+  readonly name = 'handover';
+  readonly needsLeadership = true;
+  readonly queue: WorkQueue<HandoverKey>;
+  readonly admission: HandoverAdmission;
+  private readonly world: ObservedWorld;
+  private readonly writes: HandoverWrites;
+  private readonly reporting: HandoverReporting;
+  private readonly early: EarlyStarts;
+  private active = false;
+
+  constructor(private readonly d: HandoverDeps) {
+    const world = (this.world = new ObservedWorld(d.leases, d.deployments, d.now));
+    this.writes = new HandoverWrites({ ...d, cachedPod: (key) => d.pods.get(key) });
+    this.reporting = new HandoverReporting({ ...d, world });
+    this.early = new EarlyStarts({ ...d, enabled: d.earlyStart, stopSeenAt: (uid) => this.reporting.stopSeenAt(uid) });
+    this.admission = new HandoverAdmission({ ...d, world, early: this.early });
+    this.queue = controllerQueue({ controller: 'handover', metrics: d.metrics, log: d.log, id: keyId, concurrency: 4, backoff: { baseMs: 100, maxMs: 10_000 }, reconcile: (k) => this.reconcile(k) });
+    for (const l of d.leases.list()) world.leaseSeen(l);
+    for (const n of d.nodes.list()) world.nodeSeen(n);
+    d.pods.on('add', (p) => this.podSeen(p)).on('update', (p) => this.podSeen(p)).on('delete', (p) => this.podGone(p));
+    d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l, old) => this.leaseSeen(l, old)).on('delete', (l) => this.leaseGone(l));
+    // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.
+    const nodeSeen = (n: V1Node) => {
+      if (world.nodeSeen(n)) for (const o of world.podsOnNode(n.metadata?.name)) this.route(o.pod);
+    };
+    d.nodes.on('add', nodeSeen).on('update', nodeSeen).on('delete', (n) => world.nodeGone(n));
+  }
+
+  /** Only the leader acts; every replica observes, so a new leader starts with warm state. */
+  start(): void {
+    this.active = true;
+    this.reporting.start();
+    this.queue.start();
+    for (const l of this.d.leases.list()) this.enqueue(keyIn('lease', l));
+    for (const dep of this.d.deployments()) this.enqueue(keyIn('workload', dep));
+  }
+
+  /** Stops acting (a shutdown, or a lost leadership after which start() may come again); observing goes on. */
+  async stop(): Promise<void> {
+    this.active = false;
+    await this.queue.shutDown();
+    await this.reporting.stop();
+  }
+
+  /** The operator is going away for good: every pod still behind our gate is let go. Returns how many. */
+  liftAllGates(why: string): Promise<number> {
+    return this.writes.carryOutAll(planOperatorLeaving(this.d.pods.list(), why), this.d.log);
+  }
+
+  private enqueue(key: HandoverKey): void {
+    if (this.active) this.queue.add(key);
+  }
+
+  private podSeen(pod: V1Pod): void {
+    const { previous, observed } = this.world.podSeen(pod);
+    this.early.podSeen(pod, previous);
+    this.writes.seen({ pod });
+    if (pod.metadata?.deletionTimestamp) this.reporting.podStopping(pod, observed);
+    this.route(pod);
+  }
+
+  private podGone(pod: V1Pod): void {
+    const cutoff = this.world.podGone(pod);
+    this.writes.seen({ pod });
+    this.route(pod);
+    this.reporting.prune(cutoff);
+    this.early.prune(cutoff);
+  }
+
+  /** A pod changed: the leases it may hold (`<identity>` or `<identity>_<suffix>`, where its workload elects) and its workload. */
+  private route(pod: V1Pod): void {
+    const s = this.world.snapshot();
+    const dep = s.workloadOf(pod);
+    const identity = podIdentity(pod);
+    if (identity) {
+      for (const ns of dep ? s.leaseNamespacesOf(dep) : [pod.metadata?.namespace ?? '']) {
+        for (const name of this.world.leasesHeldBy(ns, identity)) this.enqueue({ kind: 'lease', namespace: ns, name });
+      }
+    }
+    if (dep) this.enqueue(keyIn('workload', dep));
+    else if (hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp) this.enqueue(keyIn('orphan-gate', pod));
+  }
+
+  private leaseSeen(lease: V1Lease, old?: V1Lease): void {
+    this.world.leaseSeen(lease);
+    this.writes.seen({ lease });
+    const s = this.world.snapshot();
+    const { holder, handover } = this.reporting.leaseSeen(lease, s);
+    if (handover) {
+      this.early.learn(handover, handover.oldPod === undefined ? undefined : this.world.pod(handover.oldPod), s);
+      this.reporting.report(handover, s);
+    }
+    this.enqueue(keyIn('lease', lease));
+    // Leadership moved: the new holder's workload re-checks deletion costs and gates. Renewals skip this.
+    if (holder && holder !== old?.spec?.holderIdentity) {
+      const r = s.resolve({ namespace: lease.metadata?.namespace ?? '', identity: holder });
+      const dep = r.kind === 'pod' ? s.workloadOf(r.pod.pod) : undefined;
+      if (dep) this.enqueue(keyIn('workload', dep));
+    }
+  }
+
+  private leaseGone(lease: V1Lease): void {
+    this.world.leaseGone(lease);
+    this.writes.seen({ lease });
+    this.reporting.leaseGone(lease);
+  }
+
+  private async reconcile(key: HandoverKey): Promise<ReconcileResult> {
+    const s = this.world.snapshot();
+    const id = `${key.namespace}/${key.name}`;
+    if (key.kind === 'lease') {
+      const lease = this.d.leases.get(id);
+      if (!lease) return;
+      const plan = planLease(s, lease, s.now);
+      const log = this.d.log.child({ lease: id });
+      if (plan.action === 'refuse') this.reporting.refused(lease, plan, log);
+      if (plan.action !== 'release') return;
+      const { released, requeueAfterMs } = await this.writes.release(lease, plan, log);
+      if (released && plan.recheck) this.enqueue({ kind: 'workload', ...plan.recheck });
+      return { requeueAfterMs };
+    }
+    if (key.kind === 'workload') {
+      const dep = s.deployment(key.namespace, key.name);
+      if (!dep) return;
+      const plan = planWorkload(s, dep, s.now, this.d.gateTimeoutMs, this.early.earlyLift(s));
+      const log = this.d.log.child({ workload: workloadRef(dep) });
+      for (const action of plan.actions) await this.writes.carryOut(action, log);
+      return { requeueAfterMs: plan.requeueAfterMs };
+    }
+    const pod = this.d.pods.get(id);
+    const action = pod && planOrphanGate(s, pod);
+    if (action) await this.writes.carryOut(action, this.d.log.child({ pod: id }));
+  }
+}
+

@@ -1,0 +1,36 @@
+// What the handover controller is given, and the keys its queue carries.
+import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import type { Clock } from '../../clock.js';
+import type { HandoverReports } from '../../handover/report.js';
+import type { WriteAccess } from '../../kube/access.js';
+import type { EventRecorder } from '../../kube/events.js';
+import type { KubeHttp } from '../../kube/http.js';
+import type { InformerView } from '../../kube/informer.js';
+import type { Metrics } from '../../metrics.js';
+
+export interface HandoverDeps {
+  http: KubeHttp;
+  log: Logger;
+  metrics: Metrics;
+  events: EventRecorder;
+  leases: InformerView<V1Lease>;
+  pods: InformerView<V1Pod>;
+  nodes: InformerView<V1Node>;
+  /** Managed controller Deployments (labelled with the driver label). */
+  deployments: () => V1Deployment[];
+  gateTimeoutMs: number;
+  /** Let new pods go before the release where the overlap model predicts it safe (otherwise it only learns). */
+  earlyStart: boolean;
+  reports: HandoverReports;
+  /** A driver's handover report changed: its status needs an apply. */
+  onReportChanged: (driver: string) => void;
+  /** Whether the operator may patch pods where it would gate one (undefined: not asked). */
+  access?: WriteAccess;
+  now: Clock;
+}
+
+/** A lease to release, a workload whose pods to order and gate, a pod behind a gate no workload owns. */
+export type HandoverKey = { kind: 'lease' | 'workload' | 'orphan-gate'; namespace: string; name: string };
+export const keyId = (k: HandoverKey): string => `${k.kind}/${k.namespace}/${k.name}`;
+export const keyIn = (kind: HandoverKey['kind'], o: { metadata?: { namespace?: string; name?: string } }): HandoverKey => ({ kind, namespace: o.metadata?.namespace ?? '', name: o.metadata?.name ?? '' });

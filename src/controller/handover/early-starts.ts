@@ -1,0 +1,69 @@
+// Early starts (opt-in): when a workload's past handovers show its old leader is released reliably long before a
+// new pod could try the lease, the new pod is let go before the release. The model (src/handover/overlap.ts)
+// learns from every handover every replica observes; this keeps what it learns from and answers the plans.
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { HANDOVER_STATE } from '../../api/names.js';
+import type { Clock } from '../../clock.js';
+import { hasHandoverGate } from '../../handover/gate.js';
+import type { HandoverRecord } from '../../handover/measure.js';
+import type { ObservedPod } from '../../handover/observed-pod.js';
+import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../../handover/overlap.js';
+import { type EarlyLift, OVERLAP_STATE_PREFIX } from '../../handover/plan.js';
+import { type HandoverSnapshot, workloadRef } from '../../handover/snapshot.js';
+import type { Metrics } from '../../metrics.js';
+import { uidOf } from './world.js';
+
+export class EarlyStarts {
+  private readonly overlap = new OverlapModel();
+  /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
+  private readonly letGo = new Map<string, LetGo>();
+
+  constructor(private readonly d: {
+    /** Let new pods go before the release where the model predicts it safe (otherwise it only learns). */
+    enabled: boolean;
+    log: Logger;
+    metrics: Metrics;
+    /** When a pod's deletion was first seen (src/controller/handover/reporting.ts). */
+    stopSeenAt: (uid: string) => number | undefined;
+    now: Clock;
+  }) {}
+
+  /** Let go: our gate gone since the last sight, or a first sight of a pod admitted ungated mid-handover. */
+  podSeen(pod: V1Pod, previous: ObservedPod | undefined): void {
+    const uid = uidOf(pod);
+    const early = pod.metadata?.annotations?.[HANDOVER_STATE]?.startsWith(OVERLAP_STATE_PREFIX) === true;
+    if (!hasHandoverGate(pod) && !this.letGo.has(uid) && (previous ? hasHandoverGate(previous.pod) : early)) this.letGo.set(uid, { at: this.d.now(), early });
+  }
+
+  prune(cutoff: number): void {
+    for (const [uid, l] of this.letGo) if (l.at < cutoff) this.letGo.delete(uid);
+  }
+
+  /** The earliest moment a new pod may start while `holder` is being stopped (undefined: wait for the release). */
+  earlyLift(s: HandoverSnapshot): EarlyLift | undefined {
+    if (!this.d.enabled) return undefined;
+    return (holder) => {
+      const dep = s.workloadOf(holder.pod);
+      const p = dep && this.overlap.predict(workloadRef(dep), holder.pod.spec?.nodeName);
+      if (!p) return undefined;
+      // Not seen stopping yet (the admission of its replacement can come first): it is being stopped now.
+      return earlyLiftAt(p, this.d.stopSeenAt(holder.pod.metadata?.uid ?? '') ?? s.now);
+    };
+  }
+
+  /** What a handover teaches: how long the old leader took to be released, the new pod to try. */
+  learn(h: HandoverRecord, old: ObservedPod | undefined, s: HandoverSnapshot): void {
+    const dep = old && s.workloadOf(old.pod);
+    if (!dep || h.oldPod === undefined) return;
+    const workload = workloadRef(dep);
+    const lesson = lessonOf(h, h.newPod === undefined ? undefined : this.letGo.get(h.newPod));
+    if (lesson.death !== undefined) this.overlap.death(workload, old.pod.spec?.nodeName ?? '', h.oldPod, lesson.death);
+    if (lesson.start !== undefined && h.newPod !== undefined) this.overlap.start(workload, h.newPod, lesson.start);
+    if (lesson.lost) {
+      this.overlap.lost(workload);
+      this.d.metrics.overlapLost.inc();
+      this.d.log.warn({ workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - (this.letGo.get(h.newPod ?? '')?.at ?? NaN) }, 'a pod started before the release lost the race for its lease: new pods of this workload wait for the release again until relearned');
+    }
+  }
+}

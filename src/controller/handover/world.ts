@@ -1,0 +1,89 @@
+// What the handover engine has observed of the cluster — the pods (with what their past versions told), who
+// holds which lease, the nodes — kept from the informers' events, and the snapshot every decision is made on.
+import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
+import type { Clock } from '../../clock.js';
+import { readinessChanged } from '../../handover/cached.js';
+import { LeaseHolderIndex } from '../../handover/lease-holder-index.js';
+import { type ObservedPod, observePod, observePodGone } from '../../handover/observed-pod.js';
+import { ObservedPods } from '../../handover/observed-pods.js';
+import { HandoverSnapshot } from '../../handover/snapshot.js';
+import { type InformerView, keyOf } from '../../kube/informer.js';
+
+/** How long a deleted pod is remembered: a lease it held may still name it, and a handover measure it. */
+const TOMBSTONE_TTL_MS = 10 * 60_000;
+
+export const uidOf = (pod: V1Pod): string => pod.metadata?.uid ?? keyOf(pod);
+const nameOf = (o: { metadata?: { name?: string } }): string => o.metadata?.name ?? '';
+
+export class ObservedWorld {
+  private readonly pods = new ObservedPods();
+  private readonly leaseHolders = new LeaseHolderIndex();
+  private readonly nodes = new Map<string, V1Node>();
+
+  constructor(
+    private readonly leases: InformerView<V1Lease>,
+    private readonly deployments: () => V1Deployment[],
+    private readonly now: Clock,
+  ) {}
+
+  /** `fresh`: pods re-read from the API just now (by uid), over what was observed. */
+  snapshot(fresh?: ReadonlyMap<string, ObservedPod>): HandoverSnapshot {
+    const podsIn = (ns: string): ObservedPod[] => this.pods.inNamespace(ns);
+    return new HandoverSnapshot({
+      deployments: this.deployments,
+      podsIn: fresh ? (ns) => podsIn(ns).map((o) => fresh.get(o.pod.metadata?.uid ?? '') ?? o) : podsIn,
+      leasesIn: (ns) => this.leaseHolders.inNamespace(ns).flatMap((name) => this.leases.get(`${ns}/${name}`) ?? []),
+      nodes: this.nodes,
+    }, this.now());
+  }
+
+  pod(uid: string): ObservedPod | undefined {
+    return this.pods.get(uid);
+  }
+
+  /** A new version of a pod: what it tells, added to what its earlier versions told. Returns the previous observation. */
+  podSeen(pod: V1Pod): { previous?: ObservedPod; observed: ObservedPod } {
+    const uid = uidOf(pod);
+    const previous = this.pods.get(uid);
+    const observed = observePod(previous, pod);
+    this.pods.set(uid, observed);
+    return { previous, observed };
+  }
+
+  /** The pod object is gone: kept as a tombstone for TOMBSTONE_TTL_MS. Returns the cutoff older tombstones were dropped at. */
+  podGone(pod: V1Pod): number {
+    const uid = uidOf(pod);
+    this.pods.set(uid, observePodGone(this.pods.get(uid), pod, this.now()));
+    const cutoff = this.now() - TOMBSTONE_TTL_MS;
+    this.pods.dropGoneBefore(cutoff);
+    return cutoff;
+  }
+
+  podsOnNode(node: string | undefined): ObservedPod[] {
+    return this.pods.onNode(node);
+  }
+
+  leaseSeen(lease: V1Lease): void {
+    this.leaseHolders.set(lease);
+  }
+
+  leaseGone(lease: V1Lease): void {
+    this.leaseHolders.delete(lease);
+  }
+
+  /** The names of the leases in `namespace` held by `identity` (or `<identity>_<suffix>`). */
+  leasesHeldBy(namespace: string, identity: string): readonly string[] {
+    return this.leaseHolders.heldBy(namespace, identity);
+  }
+
+  /** A version of a node; whether its readiness changed (every pod on it is then concerned). */
+  nodeSeen(node: V1Node): boolean {
+    const old = this.nodes.get(nameOf(node));
+    this.nodes.set(nameOf(node), node);
+    return old !== undefined && readinessChanged(node, old);
+  }
+
+  nodeGone(node: V1Node): void {
+    this.nodes.delete(nameOf(node));
+  }
+}
