@@ -35,7 +35,7 @@ const leases = Object.values(SAMPLE_LEASES);
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
 const slug = (s: Scenario) => `${s.who}-${s.timings}-${s.replicas}r`;
 const overlayFor = (s: Scenario): SampleOverlay =>
-  `${s.timings}${s.who === 'upstream-gate' ? '-release-on-exit' : ''}${s.replicas === 1 ? '-1replica' : ''}` as SampleOverlay;
+  `${s.timings}${s.who === 'upstream-gate' ? '-release-on-exit' : ''}${s.replicas === 1 ? '-1replica' : ''}`;
 
 /**
  * The order keeps the settling between scenarios cheap: an overlay switch while the old pods release their

@@ -17,7 +17,8 @@ import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
 import { DRIVER_LABEL } from '../../src/api/names.js';
 import { DELETION_COST, desiredDeletionCost } from '../../src/handover/deletion-cost.js';
-import { isConflict, isNotFound, PatchType } from '../../src/kube/http.js';
+import { PatchType } from '../../src/kube/http.js';
+import { isConflict, isNotFound } from '../../src/kube/errors.js';
 import { Informer } from '../../src/kube/informer.js';
 import { acquiredRecord, LeaseRecord, microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
@@ -646,7 +647,7 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
       apiRequests: { total: requests, perHandover, perLeaseReleased: perLease, ownLeaseRenewals: ownLease, work, workPerHandover, workPerLeaseReleased: workPerLease, byVerbResource: Object.fromEntries(breakdown), note: requestsNote },
       renewals,
     },
-    samples: samples.map(({ requestsBy: _drop, ...s }) => s),
+    samples: samples.map((s) => ({ ...s, requestsBy: undefined })),
     handovers,
   }, null, 2));
   console.log(`results written to ${join(out, 'scale.json')}`);

@@ -5,7 +5,8 @@
 // creates lives in its own namespace or carries its label, and `cleanup` proves it is all gone.
 import type { KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { isNotFound, type KubeHttp, PatchType } from '../../src/kube/http.js';
+import { type KubeHttp, PatchType } from '../../src/kube/http.js';
+import { isNotFound } from '../../src/kube/errors.js';
 import { Informer } from '../../src/kube/informer.js';
 import { SAMPLE_DRIVER, type SampleOverlay, waitFor } from '../lib/cluster.js';
 import { measureHandovers, type RolloutResult } from './measure-rollout.js';

@@ -31,7 +31,7 @@ export async function kubectl(...args: string[]): Promise<string> {
     return stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`kubectl ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
+    throw new Error(`kubectl ${args.join(' ')}: ${e.stderr?.trim() || e.message}`, { cause: err });
   }
 }
 
@@ -52,7 +52,7 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => P
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${lastError ? ` (last error: ${String(lastError)})` : ''}`);
+      throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${lastError ? ` (last error: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)})` : ''}`);
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
@@ -120,7 +120,7 @@ export async function recordWatch<T>(http: KubeHttp, path: string, query: Query)
   const abort = new AbortController();
   await new Promise<void>((opened, failed) => {
     http.watch(path, query, (type, obj) => void seen.push({ t: Date.now(), type, obj: obj as T }), { signal: abort.signal, onOpen: opened }).catch((err: unknown) => {
-      if (!abort.signal.aborted) failed(err);
+      if (!abort.signal.aborted) failed(err instanceof Error ? err : new Error(String(err)));
     });
   });
   return { seen, stop: () => abort.abort() };

@@ -45,8 +45,8 @@ export function parseContainerdEvent(line: string): ContainerdEvent | undefined 
     return undefined;
   }
   const envelope = isoOf(day ?? '', time ?? '', zone ?? '');
-  const str = (k: string): string | undefined => (typeof body[k] === 'string' ? (body[k] as string) : undefined);
-  const num = (k: string): number | undefined => (typeof body[k] === 'number' ? (body[k] as number) : undefined);
+  const str = (k: string): string | undefined => (typeof body[k] === 'string' ? (body[k]) : undefined);
+  const num = (k: string): number | undefined => (typeof body[k] === 'number' ? (body[k]) : undefined);
   switch (topic) {
     case '/containers/create': {
       const id = str('id');

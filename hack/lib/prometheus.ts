@@ -45,7 +45,7 @@ export class LocalPrometheus {
       await waitFor('Prometheus ready', 30_000, async () => proc.exitCode === null && (await fetch(`${p.url}/-/ready`)).ok, 200);
     } catch (err) {
       await p.stop();
-      throw new Error(`${String(err)}\nprometheus said:\n${output.join('')}`);
+      throw new Error(`${String(err)}\nprometheus said:\n${output.join('')}`, { cause: err });
     }
     return p;
   }

@@ -78,7 +78,7 @@ const execKubectl: Kubectl = async (args) => {
     return (await promisify(execFile)(process.env.KUBECTL || 'kubectl', args, { maxBuffer: 64 * 1024 * 1024 })).stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error((e.stderr?.trim() || e.message).replace(/^error: /, ''));
+    throw new Error((e.stderr?.trim() || e.message).replace(/^error: /, ''), { cause: err });
   }
 };
 

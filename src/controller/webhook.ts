@@ -6,7 +6,8 @@ import type { V1Deployment, V1MutatingWebhookConfiguration, V1Secret } from '@ku
 import type { Logger } from 'pino';
 import { FIELD_MANAGER } from '../api/names.js';
 import type { Clock } from '../clock.js';
-import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
+import { type KubeHttp } from '../kube/http.js';
+import { isConflict, isNotFound } from '../kube/errors.js';
 import type { InformerView } from '../kube/informer.js';
 import { sameContent } from '../kube/same-content.js';
 import type { WorkQueue } from '../kube/workqueue.js';

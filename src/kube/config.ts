@@ -47,7 +47,7 @@ export function fileToken(path: string, now: () => number = Date.now, read: (p: 
         cached = { token: read(path).trim(), at: now() };
       } catch (err) {
         // Keep serving the last token (it may still be valid); with none, the request goes unauthenticated and fails visibly.
-        if (!cached) throw new Error(`cannot read the bearer token file ${path}: ${String(err)}`);
+        if (!cached) throw new Error(`cannot read the bearer token file ${path}: ${String(err)}`, { cause: err });
       }
       return cached.token;
     },

@@ -5,7 +5,8 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Logger } from 'pino';
 import { type Clock, kubeTime, systemClock } from '../clock.js';
-import { isNotFound, type KubeHttp, PatchType } from './http.js';
+import { type KubeHttp, PatchType } from './http.js';
+import { isNotFound } from './errors.js';
 
 export interface EventTarget {
   apiVersion: string;

@@ -4,6 +4,7 @@
 import { Agent as HttpAgent, type IncomingMessage, request as httpRequest } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import type { ClusterAccess } from './config.js';
+import { KubeApiError } from './errors.js';
 
 export const PatchType = {
   merge: 'application/merge-patch+json',
@@ -12,38 +13,6 @@ export const PatchType = {
   apply: 'application/apply-patch+yaml',
 } as const;
 export type PatchType = (typeof PatchType)[keyof typeof PatchType];
-
-/** An API error with the HTTP status, the Status reason and the request that failed. */
-export class KubeApiError extends Error {
-  constructor(
-    readonly status: number,
-    readonly reason: string,
-    readonly method: string,
-    readonly path: string,
-    message: string,
-  ) {
-    super(`${method} ${path}: ${status} ${reason}: ${message}`);
-    this.name = 'KubeApiError';
-  }
-}
-
-export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.status === 409;
-export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError && err.status === 404;
-export const isForbidden = (err: unknown): boolean => err instanceof KubeApiError && err.status === 403;
-
-/**
- * Why the API server refused a write, for the refusals a retry of the same write cannot mend: the object is gone
- * (404), it changed since it was read (409, or 422: a JSON patch's test op failed), or the writer may not (403).
- * Anything else (a timeout, a 5xx, no answer) is worth a retry with backoff: undefined.
- */
-export type WriteRefusal = 'gone' | 'changed' | 'forbidden';
-export function refusalOf(err: unknown): WriteRefusal | undefined {
-  if (!(err instanceof KubeApiError)) return undefined;
-  if (err.status === 404) return 'gone';
-  if (err.status === 409 || err.status === 422) return 'changed';
-  if (err.status === 403) return 'forbidden';
-  return undefined;
-}
 
 export type Query = Record<string, string | number | boolean | undefined>;
 

@@ -4,7 +4,8 @@
 // client-node's own informer stops on non-410 errors; the operator cannot afford that.
 import type { KubernetesListObject, KubernetesObject } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { KubeApiError, type KubeHttp } from './http.js';
+import { type KubeHttp } from './http.js';
+import { KubeApiError } from './errors.js';
 
 export type InformerEvent = 'add' | 'update' | 'delete';
 export type Handler<T> = (obj: T, old?: T) => void;

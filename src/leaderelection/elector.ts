@@ -3,7 +3,8 @@
 // watches the Lease and tries the moment it is released, instead of on its next poll.
 import type { Logger } from 'pino';
 import { type Clock, systemClock } from '../clock.js';
-import { isConflict, isNotFound, type KubeHttp } from '../kube/http.js';
+import { type KubeHttp } from '../kube/http.js';
+import { isConflict, isNotFound } from '../kube/errors.js';
 import { Informer } from '../kube/informer.js';
 import { decide, type ElectionTimings, jitteredRetry, type Observation, recordChanged, renewDeadlinePassed } from './decide.js';
 import { acquiredRecord, LeaseObject, type LeaseRecord, releasedRecord } from './lease-record.js';

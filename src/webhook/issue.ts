@@ -4,7 +4,7 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import forge from 'node-forge';
 import { CA_CERT, CA_KEY, type CertPolicy, type CertState, type CertStep, TLS_CERT, TLS_KEY } from './certs.js';
 
-const forgeKey = (pem: string): forge.pki.rsa.PrivateKey => forge.pki.privateKeyFromPem(pem) as forge.pki.rsa.PrivateKey;
+const forgeKey = (pem: string): forge.pki.rsa.PrivateKey => forge.pki.privateKeyFromPem(pem);
 
 function newKeyPem(): string {
   const { privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });

@@ -9,7 +9,7 @@ import type { V1Container, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { DRIVER_LABEL } from '../../src/api/names.js';
-import { KubeApiError } from '../../src/kube/http.js';
+import { KubeApiError } from '../../src/kube/errors.js';
 import { operatorAudit, resourceOf, WRITES } from '../../hack/lib/audit.js';
 import { clusterHttp, kubectl, localDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorPods, setOperatorMode } from '../../hack/lib/operator.js';

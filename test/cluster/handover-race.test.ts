@@ -8,7 +8,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { V1Lease } from '@kubernetes/client-node';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import { microTime } from '../../src/leaderelection/lease-record.js';
 import { makeLogger } from '../../src/log.js';
@@ -98,7 +98,7 @@ afterAll(async () => {
 const releaseConflicts = () => operatorMetric(http, 'csi_handover_release_conflicts_total');
 
 it('a renewal between the operator’s read and write → 409, decided again, no release', async () => {
-  const [pod] = await waitRolloutComplete(http, NS, 'holder', 120_000) as V1Pod[];
+  const [pod] = await waitRolloutComplete(http, NS, 'holder', 120_000);
   const holder = pod?.metadata?.name ?? '';
   await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, { body: {
     apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE },

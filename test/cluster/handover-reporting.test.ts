@@ -5,7 +5,8 @@
 // and kube-scheduler (a client-go leader elector) for the suffix identity.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { EventRecorder } from '../../src/kube/events.js';
-import { isConflict, isNotFound, PatchType } from '../../src/kube/http.js';
+import { PatchType } from '../../src/kube/http.js';
+import { isConflict, isNotFound } from '../../src/kube/errors.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
 import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorLeader, operatorMetric, setOperatorMode } from '../../hack/lib/operator.js';

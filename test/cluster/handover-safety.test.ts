@@ -81,7 +81,7 @@ describe('no release without proof of death', () => {
     const node = leader.spec?.nodeName ?? '';
     const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
     await recorder.start();
-    let reconnectedAt = 0;
+    let reconnectedAt: number | undefined;
     try {
       await setPartitioned(node, true);
       await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
@@ -99,7 +99,7 @@ describe('no release without proof of death', () => {
       await setPartitioned(node, false);
     }
     const exitedAt = await lastExit(name);
-    expect(exitedAt).toBeGreaterThan(reconnectedAt);
+    expect(exitedAt).toBeGreaterThan(reconnectedAt ?? Infinity);
     for (const lease of leases) {
       const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
       const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
@@ -117,7 +117,7 @@ describe('no release without proof of death', () => {
     const node = leader.spec?.nodeName ?? '';
     const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
     await recorder.start();
-    let restartedAt = 0;
+    let restartedAt: number | undefined;
     try {
       // Down before the deletion, so the stop can only happen after the restart (a kubelet without its
       // runtime cannot kill; a stopped kubelet never hears of the deletion).
@@ -136,7 +136,7 @@ describe('no release without proof of death', () => {
       await nodeComponent('start', node, component).catch(() => undefined); // a no-op when it runs
     }
     const exitedAt = await lastExit(name);
-    expect(exitedAt).toBeGreaterThan(restartedAt);
+    expect(exitedAt).toBeGreaterThan(restartedAt ?? Infinity);
     for (const lease of leases) {
       const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
       const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');

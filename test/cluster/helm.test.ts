@@ -20,7 +20,7 @@ async function helm(...args: string[]): Promise<string> {
     return (await run(join(binDir, 'helm'), args, { env: { ...process.env, KUBECONFIG: kubeconfigPath }, maxBuffer: 16 * 1024 * 1024 })).stdout;
   } catch (err) {
     const e = err as { stderr?: string; message: string };
-    throw new Error(`helm ${args.join(' ')}: ${e.stderr?.trim() || e.message}`);
+    throw new Error(`helm ${args.join(' ')}: ${e.stderr?.trim() || e.message}`, { cause: err });
   }
 }
 

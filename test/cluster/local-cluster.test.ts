@@ -3,7 +3,7 @@
 // record of what happened to each container (hack/node-record.ts), which the other tests read.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import { isNotFound } from '../../src/kube/http.js';
+import { isNotFound } from '../../src/kube/errors.js';
 import { clusterHttp, kubectl, nodeEvents, waitFor } from '../../hack/lib/cluster.js';
 
 const http = clusterHttp();

@@ -6,7 +6,8 @@
 import type { V1Deployment, V1Lease, V1MutatingWebhookConfiguration, V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DRIVER_LABEL, HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
-import { isNotFound, PatchType } from '../../src/kube/http.js';
+import { PatchType } from '../../src/kube/http.js';
+import { isNotFound } from '../../src/kube/errors.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
 import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorMetric, setOperatorEnv, waitOperatorPodsGone } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitRolloutComplete } from '../../hack/lib/rollout.js';

@@ -78,7 +78,7 @@ describe('validateSpec', () => {
     [{ managementState: 'managed' }, 'spec.managementState', '"managed"'],
     [{ operatorLogLevel: 'Loud' }, 'spec.operatorLogLevel', '"Loud"'],
   ])('rejects %j, naming the field and value', (spec, field, value) => {
-    const v = validateSpec(spec as Record<string, unknown>);
+    const v = validateSpec(spec);
     expect(v.ok).toBe(false);
     if (!v.ok) {
       expect(v.field).toBe(field);

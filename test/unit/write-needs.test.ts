@@ -1,10 +1,9 @@
-import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { writeNeeds, type Workload } from '../../src/controller/clustercsidriver/plan.js';
 import { describeNeed } from '../../src/kube/access.js';
 
-const dep = (ns: string, args: string[] = []): Workload => ({ kind: 'Deployment', obj: { metadata: { name: 'ctrl', namespace: ns }, spec: { selector: {}, template: { spec: { containers: [{ name: 'csi-attacher', args }] } } } } as V1Deployment });
-const ds = (ns: string): Workload => ({ kind: 'DaemonSet', obj: { metadata: { name: 'node', namespace: ns }, spec: { selector: {}, template: { spec: { containers: [] } } } } as V1DaemonSet });
+const dep = (ns: string, args: string[] = []): Workload => ({ kind: 'Deployment', obj: { metadata: { name: 'ctrl', namespace: ns }, spec: { selector: {}, template: { spec: { containers: [{ name: 'csi-attacher', args }] } } } } });
+const ds = (ns: string): Workload => ({ kind: 'DaemonSet', obj: { metadata: { name: 'node', namespace: ns }, spec: { selector: {}, template: { spec: { containers: [] } } } } });
 const flat = (m: Map<string, { verb: string; group: string; resource: string }[]>) => Object.fromEntries([...m].map(([ns, needs]) => [ns, needs.map(describeNeed)]));
 
 describe('writeNeeds (what a driver needs granted, by namespace)', () => {

@@ -4,9 +4,11 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import { isTerminating, type ObservedPod, observePod, observePodGone, podRef } from '../../handover/observed-pod.js';
-import { type AdmissionPlan, heldLeases, planAdmission } from '../../handover/plan.js';
+import { heldLeases } from '../../handover/pending.js';
+import { type AdmissionPlan, planAdmission } from '../../handover/plan.js';
 import { POD_PATCH, type WriteAccess } from '../../kube/access.js';
-import { isNotFound, type KubeHttp } from '../../kube/http.js';
+import { type KubeHttp } from '../../kube/http.js';
+import { isNotFound } from '../../kube/errors.js';
 import type { EarlyStarts } from './early-starts.js';
 import type { ObservedWorld } from './world.js';
 

@@ -9,7 +9,7 @@ import { hasHandoverGate } from '../../handover/gate.js';
 import type { HandoverRecord } from '../../handover/measure.js';
 import type { ObservedPod } from '../../handover/observed-pod.js';
 import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../../handover/overlap.js';
-import { type EarlyLift, OVERLAP_STATE_PREFIX } from '../../handover/plan.js';
+import { type EarlyLift, OVERLAP_STATE_PREFIX } from '../../handover/pending.js';
 import { type HandoverSnapshot, workloadRef } from '../../handover/snapshot.js';
 import type { Metrics } from '../../metrics.js';
 import { uidOf } from './world.js';

@@ -10,7 +10,8 @@ import { alreadyDone, type LeasePlan, type PodAction } from '../../handover/plan
 import { releaseRecord } from '../../handover/release.js';
 import type { WriteAccess } from '../../kube/access.js';
 import type { EventRecorder } from '../../kube/events.js';
-import { type KubeHttp, PatchType, refusalOf } from '../../kube/http.js';
+import { type KubeHttp, PatchType } from '../../kube/http.js';
+import { refusalOf } from '../../kube/errors.js';
 import { keyOf } from '../../kube/informer.js';
 import type { ReconcileResult } from '../../kube/workqueue.js';
 import { WrittenOver } from '../../kube/written-over.js';
