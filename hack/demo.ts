@@ -19,11 +19,12 @@ const http = clusterHttp();
 const timings = process.env.DEMO_TIMINGS === 'upstream' ? 'upstream' : 'openshift';
 const overlay: Overlay = process.env.DEMO_REPLICAS === '1' ? `${timings}-1replica` : timings;
 
-
 await removeStaleProbes(http, log);
 console.log(`== 1. Without csi-handover (${overlay} timings): log level 2 → 4 by rewriting --v in the Deployment`);
 await settle(http, overlay, log);
-const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.now().toString(36)}`, () => setVerbosityDirectly(http, NS, SAMPLE_DEPLOYMENT, 4));
+const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.now().toString(36)}`, () =>
+  setVerbosityDirectly(http, NS, SAMPLE_DEPLOYMENT, 4),
+);
 const without = withoutRun.rollout;
 console.log(`${formatHandovers(without)}\n`);
 
@@ -33,34 +34,61 @@ await setOperatorMode(http, 'standalone'); // whatever an earlier benchmark left
 await setSampleCrLevel(http, 'Debug');
 // The CR starts at Debug (--v=4, what step 1 left); settle, then the change under test: Debug → Trace.
 await waitSettled(http);
-const withRun = await probedRollout(http, overlay, log, `demo-with-${Date.now().toString(36)}`, () => kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'));
+const withRun = await probedRollout(http, overlay, log, `demo-with-${Date.now().toString(36)}`, () =>
+  kubectl('patch', 'clustercsidriver', SAMPLE_DRIVER, '--type=merge', '-p', '{"spec":{"logLevel":"Trace"}}'),
+);
 const withOp = withRun.rollout;
 console.log(`${formatHandovers(withOp)}\n`);
 
 console.log('== 3. Side by side, per sidecar: time without a leader (old leader SIGTERM → new leader), and the stall of');
 console.log('   its storage operations (the longest time none completed although one was pending)');
 /** The longest leaderless time of the lease in the rollout (a lease may move more than once). */
-const lastGap = (r: RolloutResult, lease: string) => Math.max(...r.handovers.filter((h) => h.lease === lease && h.gapMs !== undefined).map((h) => h.gapMs ?? 0));
+const lastGap = (r: RolloutResult, lease: string) =>
+  Math.max(...r.handovers.filter((h) => h.lease === lease && h.gapMs !== undefined).map((h) => h.gapMs ?? 0));
 const stallOf = (r: ProbedRollout, sidecar: string) => r.stats.find((k) => SIDECAR_OF_KIND[k.kind] === sidecar);
 const fmt = (ms: number | undefined) => (ms !== undefined && Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)}s` : 'n/a');
-const times = (a: number | undefined, b: number | undefined) => (a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a');
+const times = (a: number | undefined, b: number | undefined) =>
+  a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a';
 const nameWidth = Math.max(...Object.keys(SAMPLE_LEASES).map((k) => k.length));
 console.log(`  ${''.padEnd(nameWidth)} ${'leaderless'.padStart(30)}   ${'storage operations stalled'.padStart(30)}`);
-console.log(`  ${'sidecar'.padEnd(nameWidth)} ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}   ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}`);
+console.log(
+  `  ${'sidecar'.padEnd(nameWidth)} ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}   ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}`,
+);
 for (const [sidecar, lease] of Object.entries(SAMPLE_LEASES)) {
   const [a, b] = [lastGap(without, lease), lastGap(withOp, lease)];
   const [sa, sb] = [stallOf(withoutRun, sidecar)?.stallMs, stallOf(withRun, sidecar)?.stallMs];
-  console.log(`  ${sidecar.padEnd(nameWidth)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)} ${times(a, b).padStart(10)}   ${fmt(sa).padStart(9)} ${fmt(sb).padStart(9)} ${times(sa, sb).padStart(10)}`);
+  console.log(
+    `  ${sidecar.padEnd(nameWidth)} ${fmt(a).padStart(9)} ${fmt(b).padStart(9)} ${times(a, b).padStart(10)}   ${fmt(sa).padStart(9)} ${fmt(sb).padStart(9)} ${times(sa, sb).padStart(10)}`,
+  );
 }
 const submitted = (r: ProbedRollout) => r.stats.reduce((n, k) => n + k.submitted, 0);
-console.log(`  Storage operations submitted during the rollout: ${submitted(withoutRun)} without, ${submitted(withRun)} with csi-handover; every object the probe created is deleted again.`);
+console.log(
+  `  Storage operations submitted during the rollout: ${submitted(withoutRun)} without, ${submitted(withRun)} with csi-handover; every object the probe created is deleted again.`,
+);
 console.log(`  Deployment rollout: ${without.rolloutSeconds.toFixed(1)}s without, ${withOp.rolloutSeconds.toFixed(1)}s with csi-handover\n`);
 
 console.log('== What the operator reports');
-await waitFor('the handover report', 30_000, async () => (await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={.status.handover.lastRollout.largestGap}')).length > 0);
+await waitFor(
+  'the handover report',
+  30_000,
+  async () => (await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={.status.handover.lastRollout.largestGap}')).length > 0,
+);
 console.log(await kubectl('get', 'clustercsidriver'));
-console.log(await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={range .status.conditions[*]}{.type}{"\\t"}{.status}{"\\t"}{.reason}{"\\t"}{.message}{"\\n"}{end}'));
-const events = (await kubectl('get', 'events', '-n', 'default', '--field-selector', 'reason=LeaseHandedOver', '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}'))
-  .split('\n').filter((m) => withOp.handovers.some((h) => m.includes(`${h.oldHolder} → ${h.newHolder}`)));
-console.log(`Events (LeaseHandedOver on clustercsidriver/${SAMPLE_DRIVER}) for this rollout:\n${events.map((m) => `  ${m.replace(/: (?=\S+\/\S+: )/, ':\n    ').replaceAll('; ', ';\n    ')}`).join('\n')}\n`);
+console.log(
+  await kubectl(
+    'get',
+    'clustercsidriver',
+    SAMPLE_DRIVER,
+    '-o',
+    'jsonpath={range .status.conditions[*]}{.type}{"\\t"}{.status}{"\\t"}{.reason}{"\\t"}{.message}{"\\n"}{end}',
+  ),
+);
+const events = (
+  await kubectl('get', 'events', '-n', 'default', '--field-selector', 'reason=LeaseHandedOver', '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}')
+)
+  .split('\n')
+  .filter((m) => withOp.handovers.some((h) => m.includes(`${h.oldHolder} → ${h.newHolder}`)));
+console.log(
+  `Events (LeaseHandedOver on clustercsidriver/${SAMPLE_DRIVER}) for this rollout:\n${events.map((m) => `  ${m.replace(/: (?=\S+\/\S+: )/, ':\n    ').replaceAll('; ', ';\n    ')}`).join('\n')}\n`,
+);
 console.log(`The cluster is still running: export KUBECONFIG=${kubeconfigPath}; stop it with make cluster-down.`);

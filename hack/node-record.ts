@@ -14,8 +14,11 @@ import { parseContainerdEvent, parseKubeletStop, parseProcStat } from './lib/nod
 const run = promisify(execFile);
 const { values: opts } = parseArgs({
   options: {
-    node: { type: 'string' }, ctr: { type: 'string' }, address: { type: 'string' },
-    'kubelet-log': { type: 'string' }, out: { type: 'string' },
+    node: { type: 'string' },
+    ctr: { type: 'string' },
+    address: { type: 'string' },
+    'kubelet-log': { type: 'string' },
+    out: { type: 'string' },
   },
 });
 function required(name: keyof typeof opts): string {
@@ -23,7 +26,10 @@ function required(name: keyof typeof opts): string {
   if (!v) throw new Error(`node-record: --${name} is required (--node --ctr --address --kubelet-log --out)`);
   return v;
 }
-const node = required('node'), ctr = required('ctr'), address = required('address'), out = required('out');
+const node = required('node'),
+  ctr = required('ctr'),
+  address = required('address'),
+  out = required('out');
 const kubeletLog = required('kubelet-log');
 
 const write = (e: NodeEvent): void => appendFileSync(out, `${JSON.stringify(e)}\n`);
@@ -34,7 +40,12 @@ const exitOf = (code: number): Pick<NodeEvent, 'exitCode' | 'signal'> =>
   SIGNALS.has(code) ? { exitCode: null, signal: SIGNALS.get(code) } : { exitCode: code, signal: null };
 
 /** Pod, namespace and container of a CRI container, from its labels, looked up once when containerd creates it. */
-interface Owner { namespace: string; pod: string; uid: string; container?: string }
+interface Owner {
+  namespace: string;
+  pod: string;
+  uid: string;
+  container?: string;
+}
 const owners = new Map<string, Promise<Owner | undefined>>();
 function ownerOf(id: string): Promise<Owner | undefined> {
   let o = owners.get(id);
@@ -44,7 +55,12 @@ function ownerOf(id: string): Promise<Owner | undefined> {
         const labels = (JSON.parse(stdout) as { Labels?: Record<string, string> }).Labels ?? {};
         const pod = labels['io.kubernetes.pod.name'];
         if (!pod) return undefined;
-        return { namespace: labels['io.kubernetes.pod.namespace'] ?? '', pod, uid: labels['io.kubernetes.pod.uid'] ?? '', container: labels['io.kubernetes.container.name'] };
+        return {
+          namespace: labels['io.kubernetes.pod.namespace'] ?? '',
+          pod,
+          uid: labels['io.kubernetes.pod.uid'] ?? '',
+          container: labels['io.kubernetes.container.name'],
+        };
       })
       .catch(() => {
         owners.delete(id); // containerd unreachable for a moment (restarting): ask again next time
@@ -56,7 +72,11 @@ function ownerOf(id: string): Promise<Owner | undefined> {
 }
 
 /** A task that runs, by container id: its owner and its process (pid and /proc start time, against pid reuse). */
-interface Running { owner: Owner; pid: number; startTime: string | undefined }
+interface Running {
+  owner: Owner;
+  pid: number;
+  startTime: string | undefined;
+}
 const running = new Map<string, Running>();
 /** Containers whose exit is written: containerd may report it again after a restart; a second exit would be false. */
 const exitWritten = new Set<string>();
@@ -74,7 +94,17 @@ function writeExit(id: string, owner: Owner, pid: number | undefined, t: string,
   if (exitWritten.has(id)) return;
   exitWritten.add(id);
   const sandbox = owner.container === undefined;
-  write({ t, node, namespace: owner.namespace, pod: owner.pod, uid: owner.uid, ...(sandbox ? {} : { container: owner.container }), event: sandbox ? 'pod-stopped' : 'container-exited', ...(pid !== undefined ? { pid } : {}), ...fields });
+  write({
+    t,
+    node,
+    namespace: owner.namespace,
+    pod: owner.pod,
+    uid: owner.uid,
+    ...(sandbox ? {} : { container: owner.container }),
+    event: sandbox ? 'pod-stopped' : 'container-exited',
+    ...(pid !== undefined ? { pid } : {}),
+    ...fields,
+  });
 }
 
 /**
@@ -94,7 +124,8 @@ function watchProc(on: boolean): void {
   procPoll ??= setInterval(() => {
     for (const [id, r] of running) {
       const now = procStat(r.pid);
-      if (!now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime)) writeExit(id, r.owner, r.pid, new Date().toISOString(), { source: 'proc' });
+      if (!now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime))
+        writeExit(id, r.owner, r.pid, new Date().toISOString(), { source: 'proc' });
     }
   }, PROC_POLL_MS);
 }
@@ -126,8 +157,14 @@ function subscribe(): void {
       const sandbox = o.container === undefined;
       if (e.pid !== undefined) running.set(e.containerId, { owner: o, pid: e.pid, startTime: procStat(e.pid)?.startTime });
       write({
-        t: e.t, node, namespace: o.namespace, pod: o.pod, uid: o.uid, ...(sandbox ? {} : { container: o.container }),
-        event: sandbox ? 'pod-started' : 'container-started', ...(e.pid !== undefined ? { pid: e.pid } : {}),
+        t: e.t,
+        node,
+        namespace: o.namespace,
+        pod: o.pod,
+        uid: o.uid,
+        ...(sandbox ? {} : { container: o.container }),
+        event: sandbox ? 'pod-started' : 'container-started',
+        ...(e.pid !== undefined ? { pid: e.pid } : {}),
       });
     });
   });

@@ -4,38 +4,48 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
-const duration = z.string().regex(/^\d+(\.\d+)?(ms|s|m|h|d)$/, 'a duration such as 500ms, 15s, 2m, 1h or 90d').transform((s) => {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(s);
-  return Number(m?.[1] ?? 0) * UNIT_MS[(m?.[2] ?? 'ms') as keyof typeof UNIT_MS];
-});
-const csv = z.string().transform((s) => s.split(',').map((x) => x.trim()).filter(Boolean));
+const duration = z
+  .string()
+  .regex(/^\d+(\.\d+)?(ms|s|m|h|d)$/, 'a duration such as 500ms, 15s, 2m, 1h or 90d')
+  .transform((s) => {
+    const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)$/.exec(s);
+    return Number(m?.[1] ?? 0) * UNIT_MS[(m?.[2] ?? 'ms') as keyof typeof UNIT_MS];
+  });
+const csv = z.string().transform((s) =>
+  s
+    .split(',')
+    .map((x) => x.trim())
+    .filter(Boolean),
+);
 const bool = z.enum(['true', 'false']).transform((v) => v === 'true');
 
-export const Config = z.object({
-  kubeconfig: z.string().optional(),
-  mode: z.enum(['standalone', 'companion']),
-  namespaces: csv,
-  leaderElection: bool,
-  leaderElectionNamespace: z.string().min(1, 'needs --leader-election-namespace or POD_NAMESPACE'),
-  leaseName: z.string().min(1),
-  leaseDuration: duration,
-  renewDeadline: duration,
-  retryPeriod: duration,
-  identity: z.string().min(1),
-  bindAddress: z.string().min(1),
-  httpPort: z.coerce.number().int().min(1).max(65535),
-  logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
-  handoverGate: bool,
-  gateTimeout: duration,
-  earlyStart: bool,
-  webhookPort: z.coerce.number().int().min(0).max(65535),
-  webhookCertSource: z.enum(['self', 'service-ca', 'olm']),
-  webhookSecret: z.string().min(1),
-  webhookService: z.string().min(1),
-  webhookConfiguration: z.string().min(1),
-  webhookCertValidity: duration.refine((ms) => ms >= 60_000, 'at least 1m'),
-  operatorDeployment: z.string().min(1),
-}).refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
+export const Config = z
+  .object({
+    kubeconfig: z.string().optional(),
+    mode: z.enum(['standalone', 'companion']),
+    namespaces: csv,
+    leaderElection: bool,
+    leaderElectionNamespace: z.string().min(1, 'needs --leader-election-namespace or POD_NAMESPACE'),
+    leaseName: z.string().min(1),
+    leaseDuration: duration,
+    renewDeadline: duration,
+    retryPeriod: duration,
+    identity: z.string().min(1),
+    bindAddress: z.string().min(1),
+    httpPort: z.coerce.number().int().min(1).max(65535),
+    logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
+    handoverGate: bool,
+    gateTimeout: duration,
+    earlyStart: bool,
+    webhookPort: z.coerce.number().int().min(0).max(65535),
+    webhookCertSource: z.enum(['self', 'service-ca', 'olm']),
+    webhookSecret: z.string().min(1),
+    webhookService: z.string().min(1),
+    webhookConfiguration: z.string().min(1),
+    webhookCertValidity: duration.refine((ms) => ms >= 60_000, 'at least 1m'),
+    operatorDeployment: z.string().min(1),
+  })
+  .refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
   .refine((c) => c.retryPeriod < c.renewDeadline, { message: 'retry period must be shorter than the renew deadline', path: ['retryPeriod'] });
 export type Config = z.infer<typeof Config>;
 

@@ -42,7 +42,9 @@ const server = createServer((req, res) => {
     res.writeHead(404).end('not found');
   }
 });
-server.listen(cfg.httpPort, cfg.bindAddress, () => log.info({ address: cfg.bindAddress, port: cfg.httpPort, mode: cfg.mode }, 'serving /healthz, /readyz, /metrics'));
+server.listen(cfg.httpPort, cfg.bindAddress, () =>
+  log.info({ address: cfg.bindAddress, port: cfg.httpPort, mode: cfg.mode }, 'serving /healthz, /readyz, /metrics'),
+);
 
 /**
  * A shutdown that cannot stop its work in this time exits without releasing the lease: the standby takes it when
@@ -58,7 +60,10 @@ for (const signal of ['SIGTERM', 'SIGINT'] as const) {
     stopping = true;
     log.info({ signal }, 'shutting down: stopping work, then releasing the lease');
     setTimeout(() => {
-      log.error({ waitingFor: operator.shutdownStage, timeoutMs: SHUTDOWN_TIMEOUT_MS }, 'work did not stop in time: exiting without releasing the lease, which expires as after a crash');
+      log.error(
+        { waitingFor: operator.shutdownStage, timeoutMs: SHUTDOWN_TIMEOUT_MS },
+        'work did not stop in time: exiting without releasing the lease, which expires as after a crash',
+      );
       process.exit(1);
     }, SHUTDOWN_TIMEOUT_MS).unref();
     void operator

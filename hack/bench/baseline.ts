@@ -10,7 +10,12 @@ import { formatHandovers, measureRollout, type Overlay, type RolloutResult } fro
 const log = makeLogger('bench-baseline', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
 // Ordered so each switch of timings happens while the old, short lease is in force.
-const variants: Overlay[] = (process.env.BASELINE_VARIANTS?.split(',') as Overlay[] | undefined) ?? ['upstream', 'upstream-1replica', 'openshift-1replica', 'openshift'];
+const variants: Overlay[] = (process.env.BASELINE_VARIANTS?.split(',') as Overlay[] | undefined) ?? [
+  'upstream',
+  'upstream-1replica',
+  'openshift-1replica',
+  'openshift',
+];
 
 const results: RolloutResult[] = [];
 for (const overlay of variants) {

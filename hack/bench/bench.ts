@@ -13,7 +13,17 @@ import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
-import { installCrd, installOperator, LEVELS, OPERATOR_NAMESPACE, SAMPLE_CR_PATH, setSampleCrLevel, operatorRequests, setOperatorMode, uninstallOperator } from '../lib/operator.js';
+import {
+  installCrd,
+  installOperator,
+  LEVELS,
+  OPERATOR_NAMESPACE,
+  SAMPLE_CR_PATH,
+  setSampleCrLevel,
+  operatorRequests,
+  setOperatorMode,
+  uninstallOperator,
+} from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
@@ -23,7 +33,11 @@ import { renderTimeline, type TimelineLease } from '../../src/report/timeline-sv
 
 type Who = 'stock' | 'upstream-gate' | 'standalone' | 'companion';
 type Timings = 'upstream' | 'openshift';
-interface Scenario { who: Who; timings: Timings; replicas: 1 | 2 }
+interface Scenario {
+  who: Who;
+  timings: Timings;
+  replicas: 1 | 2;
+}
 
 const log = makeLogger('bench', process.env.LOG_LEVEL ?? 'warn');
 const http = clusterHttp();
@@ -34,8 +48,7 @@ const leases = Object.values(SAMPLE_LEASES);
 
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
 const slug = (s: Scenario) => `${s.who}-${s.timings}-${s.replicas}r`;
-const overlayFor = (s: Scenario): SampleOverlay =>
-  `${s.timings}${s.who === 'upstream-gate' ? '-release-on-exit' : ''}${s.replicas === 1 ? '-1replica' : ''}`;
+const overlayFor = (s: Scenario): SampleOverlay => `${s.timings}${s.who === 'upstream-gate' ? '-release-on-exit' : ''}${s.replicas === 1 ? '-1replica' : ''}`;
 
 /**
  * The order keeps the settling between scenarios cheap: an overlay switch while the old pods release their
@@ -44,7 +57,16 @@ const overlayFor = (s: Scenario): SampleOverlay =>
  */
 function scenarios(): Scenario[] {
   const all: Scenario[] = [];
-  const order: [Who, 1 | 2][] = [['upstream-gate', 1], ['upstream-gate', 2], ['standalone', 2], ['standalone', 1], ['companion', 1], ['companion', 2], ['stock', 2], ['stock', 1]];
+  const order: [Who, 1 | 2][] = [
+    ['upstream-gate', 1],
+    ['upstream-gate', 2],
+    ['standalone', 2],
+    ['standalone', 1],
+    ['companion', 1],
+    ['companion', 2],
+    ['stock', 2],
+    ['stock', 1],
+  ];
   for (const timings of ['upstream', 'openshift'] as const) for (const [who, replicas] of order) all.push({ who, timings, replicas });
   const only = (v: string | undefined) => (v ? new Set(v.split(',')) : undefined);
   const [t, w, r] = [only(process.env.BENCH_TIMINGS), only(process.env.BENCH_WHO), only(process.env.BENCH_REPLICAS)];
@@ -60,7 +82,10 @@ async function driverDeployment(): Promise<V1Deployment> {
 }
 
 async function operatorInstalled(): Promise<boolean> {
-  return http.get(`/apis/apps/v1/namespaces/${OPERATOR_NAMESPACE}/deployments/csi-handover`).then(() => true, () => false);
+  return http.get(`/apis/apps/v1/namespaces/${OPERATOR_NAMESPACE}/deployments/csi-handover`).then(
+    () => true,
+    () => false,
+  );
 }
 
 async function prepare(s: Scenario): Promise<V1Pod[]> {
@@ -102,7 +127,12 @@ async function trigger(s: Scenario): Promise<void> {
 
 // ---- one measured run ----
 
-interface ReportCheck { expected: number; matched: number; maxDiffMs?: number; diffs: { lease: string; measuredMs: number; reportedMs: number }[] }
+interface ReportCheck {
+  expected: number;
+  matched: number;
+  maxDiffMs?: number;
+  diffs: { lease: string; measuredMs: number; reportedMs: number }[];
+}
 interface RunResult {
   rollout: RolloutResult;
   operatorRequests?: Record<string, number>;
@@ -114,7 +144,12 @@ interface RunResult {
   probeOps: number;
 }
 
-interface ReportedLease { lease: string; oldHolder: string; newHolder: string; gapSeconds?: number }
+interface ReportedLease {
+  lease: string;
+  oldHolder: string;
+  newHolder: string;
+  gapSeconds?: number;
+}
 
 /**
  * The operator's report (the CR's status.handover) against what we measured: for each lease, its last
@@ -125,13 +160,19 @@ async function checkReport(handovers: Handover[]): Promise<ReportCheck> {
   const last = new Map<string, Handover>();
   for (const h of handovers) if (h.gapMs !== undefined) last.set(h.lease, h);
   const want = [...last.values()];
-  const find = (reported: ReportedLease[], h: Handover) => reported.find((r) => r.lease === h.lease && r.oldHolder === h.oldHolder && r.newHolder === h.newHolder);
+  const find = (reported: ReportedLease[], h: Handover) =>
+    reported.find((r) => r.lease === h.lease && r.oldHolder === h.oldHolder && r.newHolder === h.newHolder);
   let reported: ReportedLease[] = [];
-  await waitFor('the operator report of every handover', 30_000, async () => {
-    const cr = await http.get<{ status?: { handover?: { lastRollout?: { leases?: ReportedLease[] } } } }>(crPath);
-    reported = cr.status?.handover?.lastRollout?.leases ?? [];
-    return want.every((h) => find(reported, h));
-  }, 500).catch(() => undefined);
+  await waitFor(
+    'the operator report of every handover',
+    30_000,
+    async () => {
+      const cr = await http.get<{ status?: { handover?: { lastRollout?: { leases?: ReportedLease[] } } } }>(crPath);
+      reported = cr.status?.handover?.lastRollout?.leases ?? [];
+      return want.every((h) => find(reported, h));
+    },
+    500,
+  ).catch(() => undefined);
   const diffs = want.flatMap((h) => {
     const r = find(reported, h);
     return r?.gapSeconds === undefined ? [] : [{ lease: h.lease, measuredMs: h.gapMs ?? 0, reportedMs: Math.round(r.gapSeconds * 1000) }];
@@ -155,7 +196,11 @@ async function measureRun(s: Scenario, run: number): Promise<RunResult> {
   const p = await probedRollout(http, overlayFor(s), log, `${slug(s)}-${run}-${Date.now().toString(36)}`, () => trigger(s));
   const report = operator ? await checkReport(p.rollout.handovers) : undefined;
   const operatorReqs = before ? requestDelta(before, await operatorRequests(http)) : undefined;
-  const operatorWrites = operatorReqs ? Object.entries(operatorReqs).filter(([k]) => writeVerbs.has(k.split(' ')[0] ?? '')).reduce((a, [, v]) => a + v, 0) : undefined;
+  const operatorWrites = operatorReqs
+    ? Object.entries(operatorReqs)
+        .filter(([k]) => writeVerbs.has(k.split(' ')[0] ?? ''))
+        .reduce((a, [, v]) => a + v, 0)
+    : undefined;
   writeTimeline(s, run, p);
   return { rollout: p.rollout, operatorRequests: operatorReqs, operatorWrites, report, probe: p.stats, steadyWaitMs: p.steadyWaitMs, probeOps: p.ops.length };
 }
@@ -177,7 +222,11 @@ function writeTimeline(s: Scenario, run: number, p: ProbedRollout): void {
   const to = Math.max(r.leasesHeldAt, p.endedAt) + 2000;
   const svg = renderTimeline({
     title: `${name(s)} — run ${run + 1}: log level change at ${PRE_ROLL_MS / 1000}s`,
-    from, to, leases: timelineLeases(r, from, to), stops: r.stops, ops: p.ops,
+    from,
+    to,
+    leases: timelineLeases(r, from, to),
+    stops: r.stops,
+    ops: p.ops,
   });
   mkdirSync(outDir, { recursive: true });
   writeFileSync(join(outDir, `timeline-${slug(s)}${run ? `-${run + 1}` : ''}.svg`), svg);
@@ -194,7 +243,17 @@ interface Summary {
   operatorWrites?: number;
   report?: { expected: number; matched: number; maxDiffMs?: number };
   /** per sidecar, over every run: the longest stall, the longest wait and the largest p99, ops submitted */
-  stalls: { kind: string; sidecar: string; submitted: number; unfinished: number; stallMs: number; longestWaitMs: number; p99WaitMs: number; leaseGapMs?: number; steadyWaitMs: number }[];
+  stalls: {
+    kind: string;
+    sidecar: string;
+    submitted: number;
+    unfinished: number;
+    stallMs: number;
+    longestWaitMs: number;
+    p99WaitMs: number;
+    leaseGapMs?: number;
+    steadyWaitMs: number;
+  }[];
 }
 
 function summarize(s: Scenario, results: RunResult[]): Summary {
@@ -208,7 +267,8 @@ function summarize(s: Scenario, results: RunResult[]): Summary {
     const lease = SAMPLE_LEASES[sidecar as keyof typeof SAMPLE_LEASES];
     const leaseGaps = results.flatMap((r) => r.rollout.handovers.filter((h) => h.lease === lease && h.gapMs !== undefined).map((h) => h.gapMs ?? 0));
     return {
-      kind, sidecar,
+      kind,
+      sidecar,
       submitted: per.reduce((a, p) => a + (p?.submitted ?? 0), 0),
       unfinished: per.reduce((a, p) => a + (p?.unfinished ?? 0), 0),
       stallMs: Math.max(0, ...per.map((p) => p?.stallMs ?? 0)),
@@ -224,7 +284,13 @@ function summarize(s: Scenario, results: RunResult[]): Summary {
     retryGaps: gaps.filter((g) => g > 10_000).length,
     rolloutSeconds: { p50: rollouts[Math.ceil(rollouts.length / 2) - 1] ?? 0, max: rollouts[rollouts.length - 1] ?? 0 },
     operatorWrites: writes.length ? Math.round(writes.reduce((a, b) => a + b, 0) / writes.length) : undefined,
-    report: reports.length ? { expected: reports.reduce((a, x) => a + x.expected, 0), matched: reports.reduce((a, x) => a + x.matched, 0), maxDiffMs: diffs.length ? Math.max(...diffs) : undefined } : undefined,
+    report: reports.length
+      ? {
+          expected: reports.reduce((a, x) => a + x.expected, 0),
+          matched: reports.reduce((a, x) => a + x.matched, 0),
+          maxDiffMs: diffs.length ? Math.max(...diffs) : undefined,
+        }
+      : undefined,
     stalls,
   };
 }
@@ -237,14 +303,19 @@ function ratio(a: number | undefined, b: number | undefined): string {
 }
 
 function table(summaries: Summary[]): string {
-  const find = (s: Scenario, who: Who) => summaries.find((x) => x.scenario.who === who && x.scenario.timings === s.timings && x.scenario.replicas === s.replicas);
+  const find = (s: Scenario, who: Who) =>
+    summaries.find((x) => x.scenario.who === who && x.scenario.timings === s.timings && x.scenario.replicas === s.replicas);
   const head = `${'scenario'.padEnd(26)} ${'n'.padStart(3)} ${'gap p50'.padStart(8)} ${'p95'.padStart(7)} ${'max'.padStart(7)} ${'×stock'.padStart(7)} ${'×gate'.padStart(6)} ${'rollout'.padStart(8)} ${'op writes'.padStart(9)}  operator's report`;
   const lines = [head, '-'.repeat(head.length + 10)];
   for (const x of summaries) {
     const stock = find(x.scenario, 'stock')?.gap?.p50;
     const gate = find(x.scenario, 'upstream-gate')?.gap?.p50;
-    const rep = x.report ? `${x.report.matched}/${x.report.expected} match, max diff ${x.report.maxDiffMs === undefined ? 'n/a' : `${x.report.maxDiffMs} ms`}` : '—';
-    lines.push(`${name(x.scenario).padEnd(26)} ${String(x.gap?.count ?? 0).padStart(3)} ${secs(x.gap?.p50).padStart(8)} ${secs(x.gap?.p95).padStart(7)} ${secs(x.gap?.max).padStart(7)} ${(x.scenario.who === 'stock' ? '1×' : ratio(stock, x.gap?.p50)).padStart(7)} ${(x.scenario.who === 'upstream-gate' ? '1×' : ratio(gate, x.gap?.p50)).padStart(6)} ${`${x.rolloutSeconds.p50.toFixed(1)}s`.padStart(8)} ${(x.operatorWrites === undefined ? '—' : String(x.operatorWrites)).padStart(9)}  ${rep}`);
+    const rep = x.report
+      ? `${x.report.matched}/${x.report.expected} match, max diff ${x.report.maxDiffMs === undefined ? 'n/a' : `${x.report.maxDiffMs} ms`}`
+      : '—';
+    lines.push(
+      `${name(x.scenario).padEnd(26)} ${String(x.gap?.count ?? 0).padStart(3)} ${secs(x.gap?.p50).padStart(8)} ${secs(x.gap?.p95).padStart(7)} ${secs(x.gap?.max).padStart(7)} ${(x.scenario.who === 'stock' ? '1×' : ratio(stock, x.gap?.p50)).padStart(7)} ${(x.scenario.who === 'upstream-gate' ? '1×' : ratio(gate, x.gap?.p50)).padStart(6)} ${`${x.rolloutSeconds.p50.toFixed(1)}s`.padStart(8)} ${(x.operatorWrites === undefined ? '—' : String(x.operatorWrites)).padStart(9)}  ${rep}`,
+    );
   }
   return lines.join('\n');
 }
@@ -254,10 +325,15 @@ function stallTable(summaries: Summary[]): string {
   const head = `${'scenario'.padEnd(26)} ${kinds.map((k) => k.padStart(34)).join(' ')}`;
   const lines = [
     'Storage operations submitted during the rollout, per sidecar: stall [its lease gap] longest wait / p99, ops (steady-state wait before the trigger)',
-    head, '-'.repeat(head.length),
+    head,
+    '-'.repeat(head.length),
   ];
   for (const x of summaries) {
-    const cells = x.stalls.map((st) => `${secs(st.stallMs)} [${secs(st.leaseGapMs)}] ${secs(st.longestWaitMs)}/${secs(st.p99WaitMs)} ${st.submitted}${st.unfinished ? ` !${st.unfinished}` : ''} (${secs(st.steadyWaitMs)})`.padStart(34));
+    const cells = x.stalls.map((st) =>
+      `${secs(st.stallMs)} [${secs(st.leaseGapMs)}] ${secs(st.longestWaitMs)}/${secs(st.p99WaitMs)} ${st.submitted}${st.unfinished ? ` !${st.unfinished}` : ''} (${secs(st.steadyWaitMs)})`.padStart(
+        34,
+      ),
+    );
     lines.push(`${name(x.scenario).padEnd(26)} ${cells.join(' ')}`);
   }
   return lines.join('\n');
@@ -266,21 +342,30 @@ function stallTable(summaries: Summary[]): string {
 /** The issue's targets, checked on what was measured; a miss is reported, not tuned away. */
 function targets(summaries: Summary[]): string[] {
   const out: string[] = [];
-  const openshift = (who: Who, replicas: 1 | 2) => summaries.find((x) => x.scenario.who === who && x.scenario.timings === 'openshift' && x.scenario.replicas === replicas);
+  const openshift = (who: Who, replicas: 1 | 2) =>
+    summaries.find((x) => x.scenario.who === who && x.scenario.timings === 'openshift' && x.scenario.replicas === replicas);
   for (const replicas of [1, 2] as const) {
     const pick = (who: Who) => openshift(who, replicas);
     const sa = pick('standalone');
     if (!sa?.gap) continue;
     const stock = pick('stock');
     const gate = pick('upstream-gate');
-    const check = (ok: boolean | undefined, what: string) => out.push(`${ok === undefined ? 'n/a   ' : ok ? 'met   ' : 'MISSED'} standalone openshift ${replicas}r: ${what}`);
+    const check = (ok: boolean | undefined, what: string) =>
+      out.push(`${ok === undefined ? 'n/a   ' : ok ? 'met   ' : 'MISSED'} standalone openshift ${replicas}r: ${what}`);
     check(sa.gap.p50 <= 1000, `gap p50 ${secs(sa.gap.p50)} ≤ 1s`);
     check(sa.gap.max <= 3000, `gap max ${secs(sa.gap.max)} ≤ 3s`);
     check(stock?.gap ? stock.gap.p50 / sa.gap.p50 >= 100 : undefined, `${ratio(stock?.gap?.p50, sa.gap.p50)} shorter than stock (≥ 100×)`);
     check(gate?.gap ? gate.gap.p50 / sa.gap.p50 >= 10 : undefined, `${ratio(gate?.gap?.p50, sa.gap.p50)} shorter than the upstream gate (≥ 10×)`);
-    check(stock ? sa.rolloutSeconds.p50 <= stock.rolloutSeconds.p50 : undefined, `rollout ${sa.rolloutSeconds.p50.toFixed(1)}s vs stock ${stock?.rolloutSeconds.p50.toFixed(1) ?? 'n/a'}s (no longer)`);
+    check(
+      stock ? sa.rolloutSeconds.p50 <= stock.rolloutSeconds.p50 : undefined,
+      `rollout ${sa.rolloutSeconds.p50.toFixed(1)}s vs stock ${stock?.rolloutSeconds.p50.toFixed(1) ?? 'n/a'}s (no longer)`,
+    );
     for (const st of sa.stalls) {
-      if (st.leaseGapMs !== undefined) check(st.stallMs - st.leaseGapMs <= 5000, `${st.sidecar} stall ${secs(st.stallMs)} within a few seconds (≤ 5s) of its lease gap ${secs(st.leaseGapMs)}`);
+      if (st.leaseGapMs !== undefined)
+        check(
+          st.stallMs - st.leaseGapMs <= 5000,
+          `${st.sidecar} stall ${secs(st.stallMs)} within a few seconds (≤ 5s) of its lease gap ${secs(st.leaseGapMs)}`,
+        );
     }
   }
   // The admission webhook's: both modes gate the same way, start new pods early where that cannot lose, and
@@ -291,14 +376,18 @@ function targets(summaries: Summary[]): string[] {
     for (const who of ['standalone', 'companion'] as const) {
       const x = pick(who);
       if (!x?.gap) continue;
-      const check = (ok: boolean | undefined, what: string) => out.push(`${ok === undefined ? 'n/a   ' : ok ? 'met   ' : 'MISSED'} ${who} openshift ${replicas}r: ${what}`);
+      const check = (ok: boolean | undefined, what: string) =>
+        out.push(`${ok === undefined ? 'n/a   ' : ok ? 'met   ' : 'MISSED'} ${who} openshift ${replicas}r: ${what}`);
       check(gate ? x.gap.p50 - gate.p50 <= 200 : undefined, `gap p50 ${secs(x.gap.p50)} within 0.2s of the upstream gate's ${secs(gate?.p50)}`);
       check(x.gap.max <= 2000, `gap max ${secs(x.gap.max)} ≤ 2.0s`);
       check(x.retryGaps === 0, `${x.retryGaps ?? 'n/a'} of ${x.gap.count} handovers paid a retry period (gap > 10s)`);
     }
     const sa = pick('standalone')?.gap;
     const co = pick('companion')?.gap;
-    if (sa && co) out.push(`       companion / standalone openshift ${replicas}r: gap p50 ${ratio(co.p50, sa.p50)} (${secs(co.p50)} / ${secs(sa.p50)}), max ${ratio(co.max, sa.max)}`);
+    if (sa && co)
+      out.push(
+        `       companion / standalone openshift ${replicas}r: gap p50 ${ratio(co.p50, sa.p50)} (${secs(co.p50)} / ${secs(sa.p50)}), max ${ratio(co.max, sa.max)}`,
+      );
   }
   return out;
 }
@@ -339,12 +428,16 @@ for (const s of list) {
     results.push(r);
     const g = gapStats(r.rollout.handovers.flatMap((h) => (h.gapMs === undefined ? [] : [h.gapMs])));
     const stall = r.probe.map((p) => `${p.kind} ${secs(p.stallMs)}`).join(', ');
-    console.log(`${name(s)} #${i + 1}: gaps p50 ${secs(g?.p50)} max ${secs(g?.max)}, rollout ${r.rollout.rolloutSeconds.toFixed(1)}s, stalls: ${stall}${r.operatorWrites === undefined ? '' : `, operator writes ${r.operatorWrites}`} (${((Date.now() - t0) / 1000).toFixed(0)}s with settling)`);
+    console.log(
+      `${name(s)} #${i + 1}: gaps p50 ${secs(g?.p50)} max ${secs(g?.max)}, rollout ${r.rollout.rolloutSeconds.toFixed(1)}s, stalls: ${stall}${r.operatorWrites === undefined ? '' : `, operator writes ${r.operatorWrites}`} (${((Date.now() - t0) / 1000).toFixed(0)}s with settling)`,
+    );
   }
   all.push({ scenario: s, runs: results });
   summaries.push(summarize(s, results));
   save();
 }
-console.log(`\nAll ${list.length} scenarios in ${((Date.now() - started) / 60_000).toFixed(1)} min. Gaps: old leader's SIGTERM → new holder, every lease handover.\n`);
+console.log(
+  `\nAll ${list.length} scenarios in ${((Date.now() - started) / 60_000).toFixed(1)} min. Gaps: old leader's SIGTERM → new holder, every lease handover.\n`,
+);
 printReport(summaries);
 console.log(`\nresults: ${join(outDir, 'bench.json')}; timelines: ${join(outDir, 'timeline-*.svg')}`);

@@ -45,7 +45,9 @@ const kib = (b: number) => `${(b / 1024).toFixed(1)} KiB`;
 console.log(`== bench-cache: V8 heap per cached object (${COUNT} copies each, after full GC)`);
 console.log(`  ${'object'.padEnd(36)}  ${'as served'.padStart(10)}  ${'no managedFields'.padStart(16)}  ${'cached form'.padStart(11)}  cached / as served`);
 for (const [what, full, noMf, cached] of rows) {
-  console.log(`  ${what.padEnd(36)}  ${kib(full).padStart(10)}  ${kib(noMf).padStart(16)}  ${kib(cached).padStart(11)}  ${(cached / full).toFixed(2)}× (${(cached / noMf).toFixed(2)}× of no managedFields)`);
+  console.log(
+    `  ${what.padEnd(36)}  ${kib(full).padStart(10)}  ${kib(noMf).padStart(16)}  ${kib(cached).padStart(11)}  ${(cached / full).toFixed(2)}× (${(cached / noMf).toFixed(2)}× of no managedFields)`,
+  );
 }
 const [p] = rows;
-if (p) console.log(`  5,000 such pods: ${(p[2] * 5000 / 1048576).toFixed(1)} MiB without managedFields, ${(p[3] * 5000 / 1048576).toFixed(1)} MiB cached.`);
+if (p) console.log(`  5,000 such pods: ${((p[2] * 5000) / 1048576).toFixed(1)} MiB without managedFields, ${((p[3] * 5000) / 1048576).toFixed(1)} MiB cached.`);

@@ -16,7 +16,6 @@ const http = clusterHttp();
 const runs = Number(process.env.BENCH_RUNS ?? 3);
 const LEASE = 'csi-handover-leader';
 
-
 async function once(kind: 'graceful' | 'crash'): Promise<number> {
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   const leader = await waitFor('an operator leader', 60_000, () => operatorLeader(http).catch(() => undefined));
@@ -40,7 +39,8 @@ async function once(kind: 'graceful' | 'crash'): Promise<number> {
     // A record renewed after the stop: never the dead process's last renewal delivered late.
     const renewedAfterStop = (o: { renewTime?: string }) => Date.parse(o.renewTime ?? '') > stoppedAt;
     const seen = await waitFor('a leader again', 120_000, () =>
-      recorder.observations.find((o) => o.holder !== '' && renewedAfterStop(o) && (o.holder !== name || kind === 'crash')));
+      recorder.observations.find((o) => o.holder !== '' && renewedAfterStop(o) && (o.holder !== name || kind === 'crash')),
+    );
     return seen.t - stoppedAt;
   } finally {
     recorder.stop();

@@ -47,7 +47,15 @@ export function handoversFrom(observations: readonly LeaseObservation[], stopTim
       } else {
         if (holder !== '') {
           const stopAt = stopTimes.get(holder);
-          out.push({ lease, oldHolder: holder, newHolder: o.holder, stopAt, releasedAt, acquiredAt: o.t, gapMs: stopAt === undefined ? undefined : o.t - stopAt });
+          out.push({
+            lease,
+            oldHolder: holder,
+            newHolder: o.holder,
+            stopAt,
+            releasedAt,
+            acquiredAt: o.t,
+            gapMs: stopAt === undefined ? undefined : o.t - stopAt,
+          });
         }
         holder = o.holder;
         releasedAt = undefined;
@@ -127,11 +135,24 @@ export interface RaceHandover {
 }
 
 /** Pure: one handover joined with the acquirer's log and its pod's first sight. */
-export function raceOf(h: Handover, entries: readonly { t: number; text: string }[], createdAt: number | undefined, retryPeriodMs: number, meta: { mode: string; rollout: number; newPod: boolean; oldTerminalAt?: number }): RaceHandover {
+export function raceOf(
+  h: Handover,
+  entries: readonly { t: number; text: string }[],
+  createdAt: number | undefined,
+  retryPeriodMs: number,
+  meta: { mode: string; rollout: number; newPod: boolean; oldTerminalAt?: number },
+): RaceHandover {
   const firstAttemptAt = entries.find((e) => /attempting to acquire leader lease/i.test(e.text))?.t;
   return {
     ...meta,
-    waitedForRetry: firstAttemptAt === undefined ? undefined : h.acquiredAt - firstAttemptAt >= retryPeriodMs, lease: h.lease, oldHolder: h.oldHolder, newHolder: h.newHolder, stopAt: h.stopAt, releasedAt: h.releasedAt, firstAttemptAt, gapMs: h.gapMs,
+    waitedForRetry: firstAttemptAt === undefined ? undefined : h.acquiredAt - firstAttemptAt >= retryPeriodMs,
+    lease: h.lease,
+    oldHolder: h.oldHolder,
+    newHolder: h.newHolder,
+    stopAt: h.stopAt,
+    releasedAt: h.releasedAt,
+    firstAttemptAt,
+    gapMs: h.gapMs,
     attemptedFirst: firstAttemptAt === undefined ? undefined : h.releasedAt === undefined || firstAttemptAt < h.releasedAt,
     createToAttemptMs: createdAt !== undefined && firstAttemptAt !== undefined ? firstAttemptAt - createdAt : undefined,
     createToAcquireMs: createdAt !== undefined ? h.acquiredAt - createdAt : undefined,

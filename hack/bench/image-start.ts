@@ -11,7 +11,11 @@ const http = clusterHttp();
 const runs = Number(process.env.BENCH_RUNS ?? 5);
 const ready = (p: V1Pod) => p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') ?? false;
 
-interface Start { started: number; serving: number; ready: number }
+interface Start {
+  started: number;
+  serving: number;
+  ready: number;
+}
 
 async function once(): Promise<Start> {
   const before = await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);

@@ -40,12 +40,21 @@ async function once(i: number): Promise<Run> {
   const seen = watch.seen;
   try {
     const created = Date.now();
-    await http.request('POST', `/api/v1/namespaces/${NS}/pods`, { body: {
-      apiVersion: 'v1', kind: 'Pod', metadata: { name },
-      spec: { nodeName: node, terminationGracePeriodSeconds: 10, containers: ['a', 'b'].map((c) => ({ name: c, image: 'csi-handover.local/shell:v1', command: ['sh', '-c', script] })) },
-    } });
+    await http.request('POST', `/api/v1/namespaces/${NS}/pods`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: { name },
+        spec: {
+          nodeName: node,
+          terminationGracePeriodSeconds: 10,
+          containers: ['a', 'b'].map((c) => ({ name: c, image: 'csi-handover.local/shell:v1', command: ['sh', '-c', script] })),
+        },
+      },
+    });
     const running = await waitFor(`${name} running`, 60_000, () =>
-      seen.find((e) => e.obj.status?.containerStatuses?.length === 2 && e.obj.status.containerStatuses.every((c) => c.state?.running)));
+      seen.find((e) => e.obj.status?.containerStatuses?.length === 2 && e.obj.status.containerStatuses.every((c) => c.state?.running)),
+    );
     await new Promise((r) => setTimeout(r, DELETE_AFTER_MS));
     const deleted = Date.now();
     await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
@@ -85,7 +94,9 @@ async function main(): Promise<void> {
   console.log(`Real kubelet, graceful deletion of a 2-container pod (each exits 200 ms after SIGTERM), deleted ${DELETE_AFTER_MS} ms after it runs; ms:`);
   console.log('  node    create→Running | delete→ deletionTs   stop  last exit  terminal status  phase      updates partial  DELETED');
   for (const r of runs) {
-    console.log(`  ${r.node}  ${ms(r.runningMs)}        |           ${ms(r.deletionSeenMs)} ${ms(r.stopMs)}     ${ms(r.lastExitMs)}           ${ms(r.terminalStatusMs)}  ${r.terminalPhase.padEnd(10)} ${String(r.statusUpdatesWhileTerminating).padStart(7)} ${String(r.partialUpdates).padStart(7)}   ${ms(r.deletedMs)}`);
+    console.log(
+      `  ${r.node}  ${ms(r.runningMs)}        |           ${ms(r.deletionSeenMs)} ${ms(r.stopMs)}     ${ms(r.lastExitMs)}           ${ms(r.terminalStatusMs)}  ${r.terminalPhase.padEnd(10)} ${String(r.statusUpdatesWhileTerminating).padStart(7)} ${String(r.partialUpdates).padStart(7)}   ${ms(r.deletedMs)}`,
+    );
   }
   const dir = join(localDir, 'bench');
   mkdirSync(dir, { recursive: true });

@@ -68,7 +68,13 @@ export async function measureRollout(http: KubeHttp, overlay: Overlay, log: Logg
  * Measures one rollout, whatever triggers it: waits until the Deployment has replaced every pod it had and
  * every lease is held by a new pod, then returns the handovers out of the old pods.
  */
-export async function measureHandovers(http: KubeHttp, overlay: Overlay, log: Logger, trigger: () => Promise<unknown>, during?: DuringRollout): Promise<RolloutResult> {
+export async function measureHandovers(
+  http: KubeHttp,
+  overlay: Overlay,
+  log: Logger,
+  trigger: () => Promise<unknown>,
+  during?: DuringRollout,
+): Promise<RolloutResult> {
   const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
   await waitLeasesHeldBy(http, NS, leases, before, SETTLE_MS);
   const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
@@ -94,8 +100,20 @@ export async function measureHandovers(http: KubeHttp, overlay: Overlay, log: Lo
   }
   const sigterms = await sigtermTimes(NS);
   const handovers = handoversFrom(recorder.observations, sigterms).filter((h) => oldPods.has(h.oldHolder));
-  const stops = [...oldPods].flatMap((pod) => { const at = sigterms.get(pod); return at === undefined ? [] : [{ pod, at }]; });
-  return { overlay, replicas: before.length, startedAt: startedAt.toISOString(), rolloutSeconds, handovers, leasesHeldAt, stops, observations: recorder.observations };
+  const stops = [...oldPods].flatMap((pod) => {
+    const at = sigterms.get(pod);
+    return at === undefined ? [] : [{ pod, at }];
+  });
+  return {
+    overlay,
+    replicas: before.length,
+    startedAt: startedAt.toISOString(),
+    rolloutSeconds,
+    handovers,
+    leasesHeldAt,
+    stops,
+    observations: recorder.observations,
+  };
 }
 
 const short = (pod: string) => pod.replace(/^csi-hostpath-controller-/, '');
@@ -108,7 +126,9 @@ export function formatHandovers(r: RolloutResult): string {
     `  ${'sidecar'.padEnd(16)} ${'old holder'.padEnd(18)} ${'new holder'.padEnd(18)} ${'released'.padEnd(9)} gap (SIGTERM → acquired)`,
   ];
   for (const h of r.handovers) {
-    lines.push(`  ${sidecarOf(h.lease).padEnd(16)} ${short(h.oldHolder).padEnd(18)} ${short(h.newHolder).padEnd(18)} ${(h.releasedAt ? 'yes' : 'no').padEnd(9)} ${h.gapMs === undefined ? 'n/a (old holder not stopped)' : `${(h.gapMs / 1000).toFixed(1)}s`}`);
+    lines.push(
+      `  ${sidecarOf(h.lease).padEnd(16)} ${short(h.oldHolder).padEnd(18)} ${short(h.newHolder).padEnd(18)} ${(h.releasedAt ? 'yes' : 'no').padEnd(9)} ${h.gapMs === undefined ? 'n/a (old holder not stopped)' : `${(h.gapMs / 1000).toFixed(1)}s`}`,
+    );
   }
   return lines.join('\n');
 }

@@ -23,7 +23,10 @@ import { measureHandovers, waitSettled } from './measure-rollout.js';
 
 const Params = z.object({
   RACE_ROLLOUTS: z.coerce.number().int().positive().default(7),
-  RACE_MODES: z.string().default('companion,standalone').transform((s) => s.split(',').map((m) => z.enum(['companion', 'standalone']).parse(m.trim()))),
+  RACE_MODES: z
+    .string()
+    .default('companion,standalone')
+    .transform((s) => s.split(',').map((m) => z.enum(['companion', 'standalone']).parse(m.trim()))),
   RACE_OVERLAY: z.enum(['openshift', 'upstream']).default('openshift'),
 });
 const params = Params.parse(process.env);
@@ -81,10 +84,17 @@ async function runMode(mode: 'companion' | 'standalone'): Promise<RaceHandover[]
     }
     for (const h of handovers) {
       const entries = followers.get(sidecarOf(h.lease))?.entries(h.newHolder) ?? [];
-      const r = raceOf(h, entries, firstSeen.get(h.newHolder), RETRY_MS[params.RACE_OVERLAY], { mode, rollout, newPod: !existing.has(h.newHolder), oldTerminalAt: terminalSeen.get(h.oldHolder) });
+      const r = raceOf(h, entries, firstSeen.get(h.newHolder), RETRY_MS[params.RACE_OVERLAY], {
+        mode,
+        rollout,
+        newPod: !existing.has(h.newHolder),
+        oldTerminalAt: terminalSeen.get(h.oldHolder),
+      });
       out.push(r);
       const s = (ms?: number) => (ms === undefined ? '   n/a' : `${(ms / 1000).toFixed(2).padStart(6)}s`);
-      console.log(`${mode} #${rollout} ${sidecarOf(h.lease).padEnd(40)} ${r.newPod ? 'new pod ' : 'standby '} gap ${s(r.gapMs)}  stop→dead ${s(diff(r.stopAt, r.oldTerminalAt))}  dead→released ${s(diff(r.oldTerminalAt, r.releasedAt))}  create→attempt ${s(r.createToAttemptMs)}  create→acquired ${s(r.createToAcquireMs)}  ${r.waitedForRetry === undefined ? 'no attempt logged' : r.waitedForRetry ? 'LOST THE RACE: waited a retry period' : r.attemptedFirst ? 'attempted as the release was seen; took it at once' : 'attempted after the release'}`);
+      console.log(
+        `${mode} #${rollout} ${sidecarOf(h.lease).padEnd(40)} ${r.newPod ? 'new pod ' : 'standby '} gap ${s(r.gapMs)}  stop→dead ${s(diff(r.stopAt, r.oldTerminalAt))}  dead→released ${s(diff(r.oldTerminalAt, r.releasedAt))}  create→attempt ${s(r.createToAttemptMs)}  create→acquired ${s(r.createToAcquireMs)}  ${r.waitedForRetry === undefined ? 'no attempt logged' : r.waitedForRetry ? 'LOST THE RACE: waited a retry period' : r.attemptedFirst ? 'attempted as the release was seen; took it at once' : 'attempted after the release'}`,
+      );
     }
   }
   return out;
@@ -97,14 +107,22 @@ function summary(mode: string, all: readonly RaceHandover[]): string {
   const fresh = rs.filter((r) => r.newPod);
   const first = fresh.filter((r) => r.attemptedFirst === true);
   const lost = fresh.filter((r) => r.waitedForRetry === true);
-  const fmt = (v: number[]) => { const g = gapStats(v); return g ? `p50 ${(g.p50 / 1000).toFixed(2)}s max ${(g.max / 1000).toFixed(2)}s` : 'n/a'; };
+  const fmt = (v: number[]) => {
+    const g = gapStats(v);
+    return g ? `p50 ${(g.p50 / 1000).toFixed(2)}s max ${(g.max / 1000).toFixed(2)}s` : 'n/a';
+  };
   const nums = (f: (r: RaceHandover) => number | undefined, from = fresh) => from.map(f).filter((v): v is number => v !== undefined);
   return [
     `${mode}: ${rs.length} handovers in ${params.RACE_ROLLOUTS} rollouts; ${fresh.length} to a new pod, ${rs.length - fresh.length} to an old replica standing by`,
     `  new pods that lost the race (first attempt found the lease held, waited ≥ a retry period): ${lost.length} of ${fresh.length}; their gaps ${fmt(nums((r) => r.gapMs, lost))}`,
     `  new pods whose first attempt was logged before the watch saw the release: ${first.length} of ${fresh.length}`,
     `  new pods, gap ${fmt(nums((r) => r.gapMs))}; pod created → first attempt ${fmt(nums((r) => r.createToAttemptMs))}; → acquired ${fmt(nums((r) => r.createToAcquireMs))}`,
-    `  standby replicas, gap ${fmt(nums((r) => r.gapMs, rs.filter((r) => !r.newPod)))}`,
+    `  standby replicas, gap ${fmt(
+      nums(
+        (r) => r.gapMs,
+        rs.filter((r) => !r.newPod),
+      ),
+    )}`,
     `  every handover: SIGTERM → the kubelet's "all terminated" seen ${fmt(nums((r) => diff(r.stopAt, r.oldTerminalAt), rs))}; → released ${fmt(nums((r) => diff(r.oldTerminalAt, r.releasedAt), rs))}`,
   ].join('\n');
 }

@@ -12,7 +12,12 @@ export class LeaseRecorder {
   readonly observations: LeaseObservation[] = [];
   private readonly informer: Informer<V1Lease>;
 
-  constructor(http: KubeHttp, namespace: string, private readonly leases: ReadonlySet<string>, log: Logger) {
+  constructor(
+    http: KubeHttp,
+    namespace: string,
+    private readonly leases: ReadonlySet<string>,
+    log: Logger,
+  ) {
     this.informer = new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases`, log });
     const seen = (l: V1Lease) => {
       const name = l.metadata?.name ?? '';

@@ -23,12 +23,18 @@ export const DRIVER_LEASES_PER_NAMESPACE = SIDECAR_LEASES.length;
  * the namespaces, three in four held by the namespace's filler pods (every other one client-go style,
  * `<pod>_<suffix>`) and one in four by an identity no pod has.
  */
-export function planLeases(p: { namespaces: number; leases: number; fillersPerNamespace: (ns: number) => number; driverName: (ns: number) => string }): PlannedLease[] {
+export function planLeases(p: {
+  namespaces: number;
+  leases: number;
+  fillersPerNamespace: (ns: number) => number;
+  driverName: (ns: number) => string;
+}): PlannedLease[] {
   const perNs = Math.min(DRIVER_LEASES_PER_NAMESPACE, Math.floor(p.leases / p.namespaces));
   const out: PlannedLease[] = [];
   for (let ns = 0; ns < p.namespaces; ns++) {
     const driver = p.driverName(ns).replace(/[^a-zA-Z0-9-]/g, '-');
-    for (let i = 0; i < perNs; i++) out.push({ namespace: ns, name: `${SIDECAR_LEASES[i] ?? `lease-${i}-`}${driver}`, holder: { kind: 'driver', replica: (i % 2) as 0 | 1 } });
+    for (let i = 0; i < perNs; i++)
+      out.push({ namespace: ns, name: `${SIDECAR_LEASES[i] ?? `lease-${i}-`}${driver}`, holder: { kind: 'driver', replica: (i % 2) as 0 | 1 } });
   }
   const extra = p.leases - out.length;
   const used = new Map<number, number>(); // namespace → extra leases placed
@@ -37,9 +43,8 @@ export function planLeases(p: { namespaces: number; leases: number; fillersPerNa
     const j = used.get(ns) ?? 0;
     used.set(ns, j + 1);
     const fillers = p.fillersPerNamespace(ns);
-    const holder: LeaseHolderPlan = k % 4 === 3 || fillers === 0
-      ? { kind: 'unmanaged', index: j }
-      : { kind: 'filler', index: j % fillers, clientGoSuffix: j % 2 === 1 };
+    const holder: LeaseHolderPlan =
+      k % 4 === 3 || fillers === 0 ? { kind: 'unmanaged', index: j } : { kind: 'filler', index: j % fillers, clientGoSuffix: j % 2 === 1 };
     out.push({ namespace: ns, name: `app-lease-${j}`, holder });
   }
   return out;

@@ -114,7 +114,8 @@ async function deleteIfPresent(path: string, query?: Record<string, string>): Pr
   }
 }
 
-const benchNamespaces = async () => (await http.get<{ items: { metadata?: { name?: string } }[] }>('/api/v1/namespaces', { labelSelector: BENCH })).items.map((n) => n.metadata?.name ?? '');
+const benchNamespaces = async () =>
+  (await http.get<{ items: { metadata?: { name?: string } }[] }>('/api/v1/namespaces', { labelSelector: BENCH })).items.map((n) => n.metadata?.name ?? '');
 
 /** Deletes what a bench run created (namespaces, ClusterCSIDrivers) and waits until the namespaces are gone. */
 async function cleanUp(): Promise<void> {
@@ -127,18 +128,24 @@ async function cleanUp(): Promise<void> {
   await inPoolQuiet(namespaces, 4, (ns) => deleteIfPresent(`/api/v1/namespaces/${ns}/pods`, { gracePeriodSeconds: '0' }));
   for (const ns of namespaces) await deleteIfPresent(`/api/v1/namespaces/${ns}`);
   let last = -1;
-  await waitFor('bench namespaces deleted', 15 * 60_000, async () => {
-    const left = (await benchNamespaces()).length;
-    if (left !== last && left > 0) say(`  ${left} namespace(s) still terminating`);
-    last = left;
-    return left === 0;
-  }, 2_000);
+  await waitFor(
+    'bench namespaces deleted',
+    15 * 60_000,
+    async () => {
+      const left = (await benchNamespaces()).length;
+      if (left !== last && left > 0) say(`  ${left} namespace(s) still terminating`);
+      last = left;
+      return left === 0;
+    },
+    2_000,
+  );
 }
 
 /** KWOK's fake nodes (hack/cluster.sh labels them) must be Ready and admit every pod. */
 async function checkCapacity(): Promise<V1Node[]> {
-  const nodes = (await http.get<{ items: V1Node[] }>('/api/v1/nodes', { labelSelector: `${KWOK_LABEL}=true` })).items
-    .filter((n) => n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'));
+  const nodes = (await http.get<{ items: V1Node[] }>('/api/v1/nodes', { labelSelector: `${KWOK_LABEL}=true` })).items.filter((n) =>
+    n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True'),
+  );
   const allocatable = nodes.reduce((sum, n) => sum + (countQuantity(n.status?.allocatable?.pods) || 0), 0);
   const existing = (await http.get<{ items: unknown[] }>('/api/v1/pods')).items.length;
   const needed = P + N + existing; // + a replacement per namespace while a handover is in flight
@@ -148,44 +155,68 @@ async function checkCapacity(): Promise<V1Node[]> {
 }
 
 async function createNamespaces(): Promise<void> {
-  await inPool('namespaces', Array.from({ length: N }, (_, i) => i), async (i) => {
-    await create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: nsName(i), labels: { [BENCH_LABEL]: 'scale' } } });
-    // Pods can be created once the service-account controller has made the namespace's default account.
-    await waitFor(`default service account in ${nsName(i)}`, 60_000, () => http.get(`/api/v1/namespaces/${nsName(i)}/serviceaccounts/default`).then(() => true), 200);
-    await grantDriverNamespace(http, nsName(i));
-  });
+  await inPool(
+    'namespaces',
+    Array.from({ length: N }, (_, i) => i),
+    async (i) => {
+      await create('/api/v1/namespaces', { apiVersion: 'v1', kind: 'Namespace', metadata: { name: nsName(i), labels: { [BENCH_LABEL]: 'scale' } } });
+      // Pods can be created once the service-account controller has made the namespace's default account.
+      await waitFor(
+        `default service account in ${nsName(i)}`,
+        60_000,
+        () => http.get(`/api/v1/namespaces/${nsName(i)}/serviceaccounts/default`).then(() => true),
+        200,
+      );
+      await grantDriverNamespace(http, nsName(i));
+    },
+  );
 }
 
 async function createDrivers(): Promise<void> {
-  await inPool('drivers (ClusterCSIDriver + Deployment)', Array.from({ length: N }, (_, i) => i), async (i) => {
-    await create('/apis/operator.openshift.io/v1/clustercsidrivers', {
-      apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: driverName(i), labels: { [BENCH_LABEL]: 'scale' } },
-      spec: { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Normal' },
-    });
-    const labels = { app: DEPLOYMENT, [DRIVER_LABEL]: driverName(i), [BENCH_LABEL]: 'scale' };
-    await create(`/apis/apps/v1/namespaces/${nsName(i)}/deployments`, {
-      apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: DEPLOYMENT, labels },
-      spec: {
-        replicas: 2,
-        selector: { matchLabels: { app: DEPLOYMENT } },
-        template: {
-          metadata: { labels },
-          spec: { ...ON_KWOK, terminationGracePeriodSeconds: 30, containers: SIDECARS.map((name) => ({ name, image: 'csi-handover.local/virtual:v1', args: ['--v=2'] })) },
+  await inPool(
+    'drivers (ClusterCSIDriver + Deployment)',
+    Array.from({ length: N }, (_, i) => i),
+    async (i) => {
+      await create('/apis/operator.openshift.io/v1/clustercsidrivers', {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: driverName(i), labels: { [BENCH_LABEL]: 'scale' } },
+        spec: { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Normal' },
+      });
+      const labels = { app: DEPLOYMENT, [DRIVER_LABEL]: driverName(i), [BENCH_LABEL]: 'scale' };
+      await create(`/apis/apps/v1/namespaces/${nsName(i)}/deployments`, {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: DEPLOYMENT, labels },
+        spec: {
+          replicas: 2,
+          selector: { matchLabels: { app: DEPLOYMENT } },
+          template: {
+            metadata: { labels },
+            spec: {
+              ...ON_KWOK,
+              terminationGracePeriodSeconds: 30,
+              containers: SIDECARS.map((name) => ({ name, image: 'csi-handover.local/virtual:v1', args: ['--v=2'] })),
+            },
+          },
         },
-      },
-    });
-  });
+      });
+    },
+  );
 }
 
 /** Filler pods: plain virtual pods of no managed workload, bound round-robin to the nodes. */
 async function createFillers(nodes: V1Node[]): Promise<void> {
   const items: { ns: number; j: number; node: string }[] = [];
   for (let i = 0; i < N; i++) for (let j = 0; j < fillersIn(i); j++) items.push({ ns: i, j, node: nodes[items.length % nodes.length]?.metadata?.name ?? '' });
-  await inPool('filler pods', items, ({ ns, j, node }) => create(`/api/v1/namespaces/${nsName(ns)}/pods`, {
-    apiVersion: 'v1', kind: 'Pod',
-    metadata: { name: `filler-${j}`, labels: { app: 'filler', [BENCH_LABEL]: 'scale' } },
-    spec: { nodeName: node, tolerations: ON_KWOK.tolerations, containers: [{ name: 'app', image: 'csi-handover.local/virtual:v1' }] },
-  }));
+  await inPool('filler pods', items, ({ ns, j, node }) =>
+    create(`/api/v1/namespaces/${nsName(ns)}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: `filler-${j}`, labels: { app: 'filler', [BENCH_LABEL]: 'scale' } },
+      spec: { nodeName: node, tolerations: ON_KWOK.tolerations, containers: [{ name: 'app', image: 'csi-handover.local/virtual:v1' }] },
+    }),
+  );
 }
 
 // ---- the bench's own view: pods and leases it created, by watch ----
@@ -193,10 +224,13 @@ async function createFillers(nodes: V1Node[]): Promise<void> {
 const pods = new Informer<V1Pod>(http, { path: '/api/v1/pods', labelSelector: BENCH, log });
 const leases = new Informer<V1Lease>(http, { path: '/apis/coordination.k8s.io/v1/leases', labelSelector: BENCH, log });
 
-const isReady = (p: V1Pod) => p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
-const driverPods = (ns: string) => pods.list()
-  .filter((p) => p.metadata?.namespace === ns && p.metadata.labels?.app === DEPLOYMENT)
-  .sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
+const isReady = (p: V1Pod) =>
+  p.status?.phase === 'Running' && !p.metadata?.deletionTimestamp && p.status.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') === true;
+const driverPods = (ns: string) =>
+  pods
+    .list()
+    .filter((p) => p.metadata?.namespace === ns && p.metadata.labels?.app === DEPLOYMENT)
+    .sort((a, b) => (a.metadata?.name ?? '').localeCompare(b.metadata?.name ?? ''));
 const holderOf = (l: V1Lease) => (typeof l.spec?.holderIdentity === 'string' ? l.spec.holderIdentity : '');
 const leasesHeldBy = (ns: string, pod: string) => leases.list().filter((l) => l.metadata?.namespace === ns && holderOf(l) === pod);
 
@@ -215,8 +249,16 @@ async function createLeases(plan: PlannedLease[]): Promise<void> {
       holder = `unmanaged-holder-${l.holder.index}`;
     }
     await create(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`, {
-      apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: l.name, labels: { [BENCH_LABEL]: 'scale' } },
-      spec: { holderIdentity: holder, leaseDurationSeconds: LEASE_DURATION_SECONDS, acquireTime: microTime(now), renewTime: microTime(now), leaseTransitions: 0 },
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: l.name, labels: { [BENCH_LABEL]: 'scale' } },
+      spec: {
+        holderIdentity: holder,
+        leaseDurationSeconds: LEASE_DURATION_SECONDS,
+        acquireTime: microTime(now),
+        renewTime: microTime(now),
+        leaseTransitions: 0,
+      },
     });
   });
 }
@@ -253,9 +295,11 @@ function startRenewing(): void {
 
 async function inPoolQuiet<T>(items: readonly T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
   let next = 0;
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, async () => {
-    while (next < items.length) await fn(items[next++] as T);
-  }));
+  await Promise.all(
+    Array.from({ length: Math.min(limit, items.length) }, async () => {
+      while (next < items.length) await fn(items[next++] as T);
+    }),
+  );
 }
 
 /** A renewal, only while the holder is still the one we renew for (a JSON patch test), as client-go's update with the read resourceVersion. */
@@ -264,10 +308,14 @@ async function renew(l: V1Lease): Promise<void> {
   const name = l.metadata?.name ?? '';
   lastRenewal.set(`${ns}/${name}`, Date.now());
   try {
-    await http.patch(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${name}`, [
-      { op: 'test', path: '/spec/holderIdentity', value: holderOf(l) },
-      { op: 'replace', path: '/spec/renewTime', value: microTime(Date.now()) },
-    ], PatchType.json);
+    await http.patch(
+      `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${name}`,
+      [
+        { op: 'test', path: '/spec/holderIdentity', value: holderOf(l) },
+        { op: 'replace', path: '/spec/renewTime', value: microTime(Date.now()) },
+      ],
+      PatchType.json,
+    );
     renewals++;
   } catch (err) {
     // The holder changed meanwhile (released, taken): not ours to renew any more.
@@ -362,7 +410,8 @@ async function startHandover(cursor: { next: number }): Promise<boolean> {
     if ([...pendingByPod.values()].some((r) => r.namespace === ns)) continue;
     const live = driverPods(ns);
     if (live.length !== 2 || !live.every(isReady)) continue;
-    const holder = live.map((p) => ({ pod: p.metadata?.name ?? '', held: leasesHeldBy(ns, p.metadata?.name ?? '') }))
+    const holder = live
+      .map((p) => ({ pod: p.metadata?.name ?? '', held: leasesHeldBy(ns, p.metadata?.name ?? '') }))
       .filter((h) => h.held.length > 0)
       .sort((a, b) => b.held.length - a.held.length)[0];
     if (!holder) continue;
@@ -437,7 +486,9 @@ async function scrape(): Promise<MetricsSample | undefined> {
       requestsBy[k] = (requestsBy[k] ?? 0) + s.value;
     }
     const sample: MetricsSample = {
-      t: Date.now(), phase, leader: leader.metadata?.name ?? '',
+      t: Date.now(),
+      phase,
+      leader: leader.metadata?.name ?? '',
       rssBytes: metricSum(all, 'csi_handover_process_resident_memory_bytes'),
       heapUsedBytes: metricSum(all, 'csi_handover_nodejs_heap_size_used_bytes'),
       heapTotalBytes: metricSum(all, 'csi_handover_nodejs_heap_size_total_bytes'),
@@ -462,8 +513,10 @@ const fmtMs = (v: number | undefined) => (v === undefined ? 'n/a' : `${Math.roun
 const fmtMiB = (v: number | undefined) => (v === undefined ? 'n/a' : `${(v / MiB).toFixed(1)} MiB`);
 
 async function main(): Promise<void> {
-  say(`bench-scale: ${P} pods (${2 * N} driver + ${fillers} filler), ${params.SCALE_LEASES} leases, ${N} namespaces, `
-    + `${params.SCALE_MINUTES} min of handovers every ${params.SCALE_HANDOVER_INTERVAL_MS} ms, renewals every ${params.SCALE_RENEW_SECONDS}s`);
+  say(
+    `bench-scale: ${P} pods (${2 * N} driver + ${fillers} filler), ${params.SCALE_LEASES} leases, ${N} namespaces, ` +
+      `${params.SCALE_MINUTES} min of handovers every ${params.SCALE_HANDOVER_INTERVAL_MS} ms, renewals every ${params.SCALE_RENEW_SECONDS}s`,
+  );
   await cleanUp();
   const nodes = await checkCapacity();
   say('installing the operator (its image, on the real nodes), and restarting it so every run starts from a fresh process');
@@ -481,26 +534,36 @@ async function main(): Promise<void> {
     await createDrivers();
     await createFillers(nodes);
     let lastReady = -1;
-    await waitFor(`${P} bench pods running and ready`, 30 * 60_000, () => {
-      const ready = pods.list().filter(isReady).length;
-      if (ready !== lastReady) say(`  pods ready: ${ready}/${P}`);
-      lastReady = ready;
-      return ready >= P && Array.from({ length: N }, (_, i) => driverPods(nsName(i)).filter(isReady).length === 2).every(Boolean);
-    }, 2_000);
+    await waitFor(
+      `${P} bench pods running and ready`,
+      30 * 60_000,
+      () => {
+        const ready = pods.list().filter(isReady).length;
+        if (ready !== lastReady) say(`  pods ready: ${ready}/${P}`);
+        lastReady = ready;
+        return ready >= P && Array.from({ length: N }, (_, i) => driverPods(nsName(i)).filter(isReady).length === 2).every(Boolean);
+      },
+      2_000,
+    );
     const plan = planLeases({ namespaces: N, leases: params.SCALE_LEASES, fillersPerNamespace: fillersIn, driverName });
     await createLeases(plan);
     startRenewing();
     watchHandovers();
     // The operator has caught up when every lease-holding driver pod carries its deletion cost.
-    await waitFor('the operator to set every driver pod’s deletion cost', 10 * 60_000, () => {
-      for (let i = 0; i < N; i++) {
-        for (const p of driverPods(nsName(i))) {
-          const held = leasesHeldBy(nsName(i), p.metadata?.name ?? '').length;
-          if ((p.metadata?.annotations?.[DELETION_COST] ?? '0') !== (desiredDeletionCost(held) ?? '0')) return false;
+    await waitFor(
+      'the operator to set every driver pod’s deletion cost',
+      10 * 60_000,
+      () => {
+        for (let i = 0; i < N; i++) {
+          for (const p of driverPods(nsName(i))) {
+            const held = leasesHeldBy(nsName(i), p.metadata?.name ?? '').length;
+            if ((p.metadata?.annotations?.[DELETION_COST] ?? '0') !== (desiredDeletionCost(held) ?? '0')) return false;
+          }
         }
-      }
-      return true;
-    }, 1_000);
+        return true;
+      },
+      1_000,
+    );
     const before = await scrape();
     say(`setup done: operator leader ${before?.leader} at ${fmtMiB(before?.rssBytes)} RSS; handovers for ${params.SCALE_MINUTES} min`);
 
@@ -525,10 +588,15 @@ async function main(): Promise<void> {
     const phaseEndAt = Date.now();
     const phaseEnd = await scrape();
     phase = 'drain';
-    await waitFor('the last releases', RELEASE_TIMEOUT_MS + 5_000, () => {
-      settleHandovers(Date.now());
-      return pendingByPod.size === 0;
-    }, 250).catch(() => undefined);
+    await waitFor(
+      'the last releases',
+      RELEASE_TIMEOUT_MS + 5_000,
+      () => {
+        settleHandovers(Date.now());
+        return pendingByPod.size === 0;
+      },
+      250,
+    ).catch(() => undefined);
     report({ idle, phaseStart, phaseEnd, phaseStartAt, phaseEndAt, skipped });
   } finally {
     clearInterval(sampler);
@@ -540,7 +608,14 @@ async function main(): Promise<void> {
   }
 }
 
-function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?: MetricsSample; phaseStartAt: number; phaseEndAt: number; skipped: number }): void {
+function report(r: {
+  idle?: MetricsSample;
+  phaseStart?: MetricsSample;
+  phaseEnd?: MetricsSample;
+  phaseStartAt: number;
+  phaseEndAt: number;
+  skipped: number;
+}): void {
   const releases = handovers.flatMap((h) => h.leases.map((l) => ({ h, l })));
   const released = releases.filter(({ l }) => l.releasedAt !== undefined);
   const deathOf = (h: HandoverRun) => Math.min(h.terminatedAt ?? Infinity, h.goneAt ?? Infinity);
@@ -551,9 +626,17 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
 
   const inPhase = samples.filter((s) => s.phase === 'handovers' && s.rssBytes !== undefined);
   const series = (bytes: (s: MetricsSample) => number | undefined) => {
-    const points: Point[] = inPhase.flatMap((s) => { const b = bytes(s); return b === undefined ? [] : [{ t: s.t, v: b / MiB }]; });
+    const points: Point[] = inPhase.flatMap((s) => {
+      const b = bytes(s);
+      return b === undefined ? [] : [{ t: s.t, v: b / MiB }];
+    });
     const perMs = slope(points);
-    return { points, max: points.length ? Math.max(...points.map((p) => p.v)) : undefined, per10Min: perMs === undefined ? undefined : perMs * 600_000, thirds: thirds(points) };
+    return {
+      points,
+      max: points.length ? Math.max(...points.map((p) => p.v)) : undefined,
+      per10Min: perMs === undefined ? undefined : perMs * 600_000,
+      thirds: thirds(points),
+    };
   };
   const rss = series((s) => s.rssBytes);
   // After every cache TTL (pod tombstones live 10 minutes): the caches are full, what grows then is not warm-up.
@@ -563,21 +646,32 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
   const heapTotal = series((s) => s.heapTotalBytes);
   const external = series((s) => s.externalBytes);
   const idleRss = r.idle?.rssBytes;
-  const cpuIntervals = inPhase.slice(1).map((s, i) => {
-    const prev = inPhase[i];
-    return prev && s.cpuSeconds !== undefined && prev.cpuSeconds !== undefined && s.leader === prev.leader ? (100 * (s.cpuSeconds - prev.cpuSeconds)) / ((s.t - prev.t) / 1000) : undefined;
-  }).filter((v): v is number => v !== undefined);
+  const cpuIntervals = inPhase
+    .slice(1)
+    .map((s, i) => {
+      const prev = inPhase[i];
+      return prev && s.cpuSeconds !== undefined && prev.cpuSeconds !== undefined && s.leader === prev.leader
+        ? (100 * (s.cpuSeconds - prev.cpuSeconds)) / ((s.t - prev.t) / 1000)
+        : undefined;
+    })
+    .filter((v): v is number => v !== undefined);
   const sameLeader = r.phaseStart && r.phaseEnd && r.phaseStart.leader === r.phaseEnd.leader;
-  const cpuMean = sameLeader && r.phaseStart?.cpuSeconds !== undefined && r.phaseEnd?.cpuSeconds !== undefined
-    ? (100 * (r.phaseEnd.cpuSeconds - r.phaseStart.cpuSeconds)) / ((r.phaseEnd.t - r.phaseStart.t) / 1000) : undefined;
-  const requests = sameLeader && r.phaseStart?.apiRequests !== undefined && r.phaseEnd?.apiRequests !== undefined
-    ? r.phaseEnd.apiRequests - r.phaseStart.apiRequests : undefined;
+  const cpuMean =
+    sameLeader && r.phaseStart?.cpuSeconds !== undefined && r.phaseEnd?.cpuSeconds !== undefined
+      ? (100 * (r.phaseEnd.cpuSeconds - r.phaseStart.cpuSeconds)) / ((r.phaseEnd.t - r.phaseStart.t) / 1000)
+      : undefined;
+  const requests =
+    sameLeader && r.phaseStart?.apiRequests !== undefined && r.phaseEnd?.apiRequests !== undefined
+      ? r.phaseEnd.apiRequests - r.phaseStart.apiRequests
+      : undefined;
   const perHandover = requests !== undefined && handovers.length > 0 ? requests / handovers.length : undefined;
   const perLease = requests !== undefined && released.length > 0 ? requests / released.length : undefined;
   // The operator's own lease is renewed on a clock (every retry period), as often with no handover at all: it is a
   // cost per minute, told apart; the target is on what the handovers cause.
-  const ownLease = requests !== undefined && r.phaseStart?.leaderElectionRequests !== undefined && r.phaseEnd?.leaderElectionRequests !== undefined
-    ? r.phaseEnd.leaderElectionRequests - r.phaseStart.leaderElectionRequests : undefined;
+  const ownLease =
+    requests !== undefined && r.phaseStart?.leaderElectionRequests !== undefined && r.phaseEnd?.leaderElectionRequests !== undefined
+      ? r.phaseEnd.leaderElectionRequests - r.phaseStart.leaderElectionRequests
+      : undefined;
   const work = requests !== undefined && ownLease !== undefined ? requests - ownLease : undefined;
   const workPerHandover = work !== undefined && handovers.length > 0 ? work / handovers.length : undefined;
   const workPerLease = work !== undefined && released.length > 0 ? work / released.length : undefined;
@@ -586,44 +680,79 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
     .map(([k, v]) => [k, v - (r.phaseStart?.requestsBy?.[k] ?? 0)] as const)
     .filter(([, v]) => v > 0)
     .sort((a, b) => b[1] - a[1]);
-  const requestsNote = r.phaseEnd?.apiRequests === undefined
-    ? 'n/a (the operator exports no csi_handover_api_requests_total)'
-    : !sameLeader ? 'n/a (the operator leader changed during the run)' : undefined;
+  const requestsNote =
+    r.phaseEnd?.apiRequests === undefined
+      ? 'n/a (the operator exports no csi_handover_api_requests_total)'
+      : !sameLeader
+        ? 'n/a (the operator leader changed during the run)'
+        : undefined;
 
   const verdict = (ok: boolean | undefined, why: string) => (ok === undefined ? 'n/a' : ok ? 'met' : `MISSED (${why})`);
   const mib = (v: number | undefined) => (v === undefined ? 'n/a' : `${v.toFixed(1)} MiB`);
   const sign = (v: number) => `${v >= 0 ? '+' : ''}${v.toFixed(1)}`;
-  const growthVerdict = (v: number | undefined, unit: string) => verdict(v === undefined ? undefined : v <= TARGETS.growthMiBPer10Min, `grows > ${TARGETS.growthMiBPer10Min} MiB${unit}`);
+  const growthVerdict = (v: number | undefined, unit: string) =>
+    verdict(v === undefined ? undefined : v <= TARGETS.growthMiBPer10Min, `grows > ${TARGETS.growthMiBPer10Min} MiB${unit}`);
   const heapFloorGrowth = heap.thirds ? heap.thirds.last.min - heap.thirds.first.min : undefined;
   const rows: [string, string, string][] = [
     ['operator RSS when the run started', fmtMiB(idleRss), ''],
     ['operator RSS, max in handover phase', mib(rss.max), verdict(rss.max === undefined ? undefined : rss.max <= TARGETS.rssMiB, `> ${TARGETS.rssMiB} MiB`)],
     ['operator RSS trend (least squares)', rss.per10Min === undefined ? 'n/a' : `${sign(rss.per10Min)} MiB / 10 min`, growthVerdict(rss.per10Min, ' / 10 min')],
-    ['operator RSS trend after the first 10 min', rssTrendAfterTtl === undefined ? 'n/a (a run of 15 min or more tells)' : `${sign(rssTrendAfterTtl)} MiB / 10 min`, ''],
+    [
+      'operator RSS trend after the first 10 min',
+      rssTrendAfterTtl === undefined ? 'n/a (a run of 15 min or more tells)' : `${sign(rssTrendAfterTtl)} MiB / 10 min`,
+      '',
+    ],
     ['operator RSS, first → last third (mean)', rss.thirds ? `${rss.thirds.first.mean.toFixed(1)} → ${rss.thirds.last.mean.toFixed(1)} MiB` : 'n/a', ''],
     ['operator V8 heap used, max in handover phase', mib(heap.max), ''],
     ['operator V8 heap reserved / external memory, max', `${mib(heapTotal.max)} / ${mib(external.max)}`, ''],
-    ['operator V8 heap used floor, first → last third (min)', heap.thirds ? `${heap.thirds.first.min.toFixed(1)} → ${heap.thirds.last.min.toFixed(1)} MiB` : 'n/a', growthVerdict(heapFloorGrowth, ' over the run')],
-    ['operator CPU, mean / max interval', cpuMean === undefined ? 'n/a' : `${cpuMean.toFixed(1)}% / ${Math.max(...cpuIntervals, 0).toFixed(1)}% of a core`,
-      verdict(cpuMean === undefined ? undefined : cpuMean <= TARGETS.cpuMeanPercent, `mean > ${TARGETS.cpuMeanPercent}%`)],
+    [
+      'operator V8 heap used floor, first → last third (min)',
+      heap.thirds ? `${heap.thirds.first.min.toFixed(1)} → ${heap.thirds.last.min.toFixed(1)} MiB` : 'n/a',
+      growthVerdict(heapFloorGrowth, ' over the run'),
+    ],
+    [
+      'operator CPU, mean / max interval',
+      cpuMean === undefined ? 'n/a' : `${cpuMean.toFixed(1)}% / ${Math.max(...cpuIntervals, 0).toFixed(1)}% of a core`,
+      verdict(cpuMean === undefined ? undefined : cpuMean <= TARGETS.cpuMeanPercent, `mean > ${TARGETS.cpuMeanPercent}%`),
+    ],
     ['handovers (driver pods deleted)', `${handovers.length}`, ''],
-    ['leases released / not released in 30s', `${released.length} / ${releases.length - released.length}`,
-      releases.length === 0 ? 'MISSED (no handover)' : released.length === releases.length ? '' : `MISSED (${releases.length - released.length} not released)`],
+    [
+      'leases released / not released in 30s',
+      `${released.length} / ${releases.length - released.length}`,
+      releases.length === 0 ? 'MISSED (no handover)' : released.length === releases.length ? '' : `MISSED (${releases.length - released.length} not released)`,
+    ],
     ['death → release p50', fmtMs(p50), ''],
     ['death → release p99', fmtMs(p99), verdict(p99 === undefined ? undefined : p99 <= TARGETS.p99Ms, `> ${TARGETS.p99Ms} ms`)],
     ['death → release max', fmtMs(percentile(deathToRelease, 100)), ''],
     ['pod delete request → release p50 / p99', `${fmtMs(percentile(deleteToRelease, 50))} / ${fmtMs(percentile(deleteToRelease, 99))}`, ''],
     ['API requests per handover, all (per lease released)', requestsNote ?? `${perHandover?.toFixed(1)} (${perLease?.toFixed(1)})`, ''],
-    ['  of them the operator renewing its own lease', requestsNote ?? (ownLease === undefined ? 'n/a (the operator does not tell its callers apart)' : `${ownLease} in ${phaseMinutes.toFixed(1)} min (${(ownLease / phaseMinutes).toFixed(1)} a minute)`), ''],
-    ['API requests the handovers cause, per handover (per lease)', requestsNote ?? (workPerHandover === undefined ? 'n/a' : `${workPerHandover.toFixed(2)} (${workPerLease?.toFixed(2)})`),
-      verdict(workPerHandover === undefined ? undefined : workPerHandover <= TARGETS.requestsPerHandover, `> ${TARGETS.requestsPerHandover}`)],
+    [
+      '  of them the operator renewing its own lease',
+      requestsNote ??
+        (ownLease === undefined
+          ? 'n/a (the operator does not tell its callers apart)'
+          : `${ownLease} in ${phaseMinutes.toFixed(1)} min (${(ownLease / phaseMinutes).toFixed(1)} a minute)`),
+      '',
+    ],
+    [
+      'API requests the handovers cause, per handover (per lease)',
+      requestsNote ?? (workPerHandover === undefined ? 'n/a' : `${workPerHandover.toFixed(2)} (${workPerLease?.toFixed(2)})`),
+      verdict(workPerHandover === undefined ? undefined : workPerHandover <= TARGETS.requestsPerHandover, `> ${TARGETS.requestsPerHandover}`),
+    ],
   ];
   const w0 = Math.max(...rows.map((x) => x[0].length));
   const w1 = Math.max(...rows.map((x) => x[1].length));
-  console.log(`\n== bench-scale: ${P} pods, ${params.SCALE_LEASES} leases, ${N} namespaces, ${((r.phaseEndAt - r.phaseStartAt) / 60_000).toFixed(1)} min of handovers`);
+  console.log(
+    `\n== bench-scale: ${P} pods, ${params.SCALE_LEASES} leases, ${N} namespaces, ${((r.phaseEndAt - r.phaseStartAt) / 60_000).toFixed(1)} min of handovers`,
+  );
   for (const [k, v, t] of rows) console.log(`  ${k.padEnd(w0)}  ${v.padEnd(w1)}  ${t}`);
   if (breakdown.length && requests !== undefined) {
-    console.log(`  API requests of the work in the handover phase (${work ?? requests}), by verb and resource: ${breakdown.slice(0, 8).map(([k, v]) => `${k} ${v}`).join(', ')}`);
+    console.log(
+      `  API requests of the work in the handover phase (${work ?? requests}), by verb and resource: ${breakdown
+        .slice(0, 8)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
   }
   console.log(`  death = first sight of every container terminated (deleting) or of the pod gone; release = first sight of holderIdentity "" (bench watches).`);
   console.log('  RSS includes the heap room V8 keeps between major collections; the heap floor (what survives them) is the leak signal.');
@@ -633,23 +762,51 @@ function report(r: { idle?: MetricsSample; phaseStart?: MetricsSample; phaseEnd?
 
   const out = join(localDir, 'bench');
   mkdirSync(out, { recursive: true });
-  writeFileSync(join(out, 'scale.json'), JSON.stringify({
-    measuredAt: new Date().toISOString(), params, targets: TARGETS,
-    summary: {
-      handovers: handovers.length, leasesReleased: released.length, leasesNotReleased: releases.length - released.length,
-      deathToReleaseMs: { p50, p99, max: percentile(deathToRelease, 100), count: deathToRelease.length },
-      deleteToReleaseMs: { p50: percentile(deleteToRelease, 50), p99: percentile(deleteToRelease, 99) },
-      rssMiB: { atStart: idleRss === undefined ? undefined : idleRss / MiB, max: rss.max, firstThird: rss.thirds?.first, lastThird: rss.thirds?.last, trendPer10Min: rss.per10Min, trendPer10MinAfterFirst10: rssTrendAfterTtl },
-      heapUsedMiB: { max: heap.max, firstThird: heap.thirds?.first, lastThird: heap.thirds?.last, trendPer10Min: heap.per10Min },
-      heapTotalMiB: { max: heapTotal.max, firstThird: heapTotal.thirds?.first, lastThird: heapTotal.thirds?.last },
-      externalMiB: { max: external.max },
-      cpuPercentOfCore: { mean: cpuMean, maxInterval: cpuIntervals.length ? Math.max(...cpuIntervals) : undefined },
-      apiRequests: { total: requests, perHandover, perLeaseReleased: perLease, ownLeaseRenewals: ownLease, work, workPerHandover, workPerLeaseReleased: workPerLease, byVerbResource: Object.fromEntries(breakdown), note: requestsNote },
-      renewals,
-    },
-    samples: samples.map((s) => ({ ...s, requestsBy: undefined })),
-    handovers,
-  }, null, 2));
+  writeFileSync(
+    join(out, 'scale.json'),
+    JSON.stringify(
+      {
+        measuredAt: new Date().toISOString(),
+        params,
+        targets: TARGETS,
+        summary: {
+          handovers: handovers.length,
+          leasesReleased: released.length,
+          leasesNotReleased: releases.length - released.length,
+          deathToReleaseMs: { p50, p99, max: percentile(deathToRelease, 100), count: deathToRelease.length },
+          deleteToReleaseMs: { p50: percentile(deleteToRelease, 50), p99: percentile(deleteToRelease, 99) },
+          rssMiB: {
+            atStart: idleRss === undefined ? undefined : idleRss / MiB,
+            max: rss.max,
+            firstThird: rss.thirds?.first,
+            lastThird: rss.thirds?.last,
+            trendPer10Min: rss.per10Min,
+            trendPer10MinAfterFirst10: rssTrendAfterTtl,
+          },
+          heapUsedMiB: { max: heap.max, firstThird: heap.thirds?.first, lastThird: heap.thirds?.last, trendPer10Min: heap.per10Min },
+          heapTotalMiB: { max: heapTotal.max, firstThird: heapTotal.thirds?.first, lastThird: heapTotal.thirds?.last },
+          externalMiB: { max: external.max },
+          cpuPercentOfCore: { mean: cpuMean, maxInterval: cpuIntervals.length ? Math.max(...cpuIntervals) : undefined },
+          apiRequests: {
+            total: requests,
+            perHandover,
+            perLeaseReleased: perLease,
+            ownLeaseRenewals: ownLease,
+            work,
+            workPerHandover,
+            workPerLeaseReleased: workPerLease,
+            byVerbResource: Object.fromEntries(breakdown),
+            note: requestsNote,
+          },
+          renewals,
+        },
+        samples: samples.map((s) => ({ ...s, requestsBy: undefined })),
+        handovers,
+      },
+      null,
+      2,
+    ),
+  );
   console.log(`results written to ${join(out, 'scale.json')}`);
 }
 

@@ -39,7 +39,11 @@ function rolloutOf(rollouts: readonly SoakRollout[], t: number): SoakRollout | u
   return rollouts.find((r) => t >= r.startedAt && t <= r.endedAt + 1_000);
 }
 
-export function soakSummary(rollouts: readonly SoakRollout[], handovers: readonly (Handover & { freedBy: FreedBy })[], violations: readonly Violation[]): SoakSummary {
+export function soakSummary(
+  rollouts: readonly SoakRollout[],
+  handovers: readonly (Handover & { freedBy: FreedBy })[],
+  violations: readonly Violation[],
+): SoakSummary {
   const byFault: Record<string, number> = {};
   const durations = new Map<string, number[]>();
   for (const r of rollouts) {
@@ -51,7 +55,10 @@ export function soakSummary(rollouts: readonly SoakRollout[], handovers: readonl
     const sorted = ds.sort((a, b) => a - b);
     secondsByFault[fault] = { p50: Math.round(rank(sorted, 50) * 10) / 10, max: Math.round((sorted[sorted.length - 1] ?? 0) * 10) / 10 };
   }
-  const gaps = handovers.map((h) => h.gapMs).filter((g): g is number => g !== undefined).sort((a, b) => a - b);
+  const gaps = handovers
+    .map((h) => h.gapMs)
+    .filter((g): g is number => g !== undefined)
+    .sort((a, b) => a - b);
   const freedBy: Record<FreedBy, number> = { operator: 0, holder: 0, expiry: 0 };
   const expiryByFault: Record<string, number> = {};
   for (const h of handovers) {
@@ -79,10 +86,17 @@ export function soakSummary(rollouts: readonly SoakRollout[], handovers: readonl
 
 /** The summary as a few lines of text. */
 export function formatSoak(s: SoakSummary): string {
-  const kv = (o: Record<string, number>) => Object.entries(o).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k} ${v}`).join(', ') || 'none';
+  const kv = (o: Record<string, number>) =>
+    Object.entries(o)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k} ${v}`)
+      .join(', ') || 'none';
   return [
     `rollouts: ${s.rollouts} in ${s.seconds} s (by fault: ${kv(s.byFault)})`,
-    `rollout duration by fault, p50/max s: ${Object.entries(s.secondsByFault).sort(([a], [b]) => a.localeCompare(b)).map(([f, d]) => `${f} ${d.p50}/${d.max}`).join(', ')}`,
+    `rollout duration by fault, p50/max s: ${Object.entries(s.secondsByFault)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([f, d]) => `${f} ${d.p50}/${d.max}`)
+      .join(', ')}`,
     `handovers: ${s.handovers}; gap from the old leader's SIGTERM p50/p99/max: ${s.gapMs ? `${s.gapMs.p50} / ${s.gapMs.p99} / ${s.gapMs.max} ms` : 'n/a'}`,
     `freed by: ${kv(s.freedBy)}; fell back to expiry, by fault: ${kv(s.expiryByFault)}`,
     `invariant violations: ${s.violations.length}${s.violations.map((v) => `\n  ${new Date(v.at).toISOString()} ${v.invariant} ${v.subject}: ${v.message}`).join('')}`,

@@ -85,14 +85,21 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
         await sleep(delayMs);
         did = await inject(fault, { http, namespace: NS, oldLeader });
       }
-      await waitFor('the new pod to hold every lease', 420_000, async () => {
-        const pod = await settledSampleLeader(http).catch(() => undefined);
-        return pod && pod.metadata?.name !== oldName;
-      }, 500);
+      await waitFor(
+        'the new pod to hold every lease',
+        420_000,
+        async () => {
+          const pod = await settledSampleLeader(http).catch(() => undefined);
+          return pod && pod.metadata?.name !== oldName;
+        },
+        500,
+      );
       const r: SoakRollout = { index: i, fault, ...(did ? { did: `${did} (${delayMs} ms in)` } : {}), startedAt, endedAt: Date.now() };
       rollouts.push(r);
       const found = observer.violations().length;
-      say(`rollout ${i}/${o.rollouts}: ${((r.endedAt - r.startedAt) / 1000).toFixed(1)} s, ${r.did ?? 'no fault'}${found ? `; violations so far: ${found}` : ''}`);
+      say(
+        `rollout ${i}/${o.rollouts}: ${((r.endedAt - r.startedAt) / 1000).toFixed(1)} s, ${r.did ?? 'no fault'}${found ? `; violations so far: ${found}` : ''}`,
+      );
     }
   } catch (err) {
     observer.stopWatching();
@@ -105,15 +112,26 @@ export async function runSoak(o: SoakOptions): Promise<{ summary: SoakSummary; r
 }
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
-  const env = z.object({
-    SOAK_ROLLOUTS: z.coerce.number().int().positive().default(12),
-    SOAK_SEED: z.coerce.number().int().nonnegative().default(() => Math.floor(Math.random() * 2 ** 31)),
-    SOAK_FAULT_SHARE: z.coerce.number().min(0).max(1).default(0.5),
-    SOAK_MAX_MINUTES: z.coerce.number().positive().optional(),
-  }).parse(process.env);
-  console.log(`soak: ${env.SOAK_ROLLOUTS} rollouts, seed ${env.SOAK_SEED}, faults in ~${Math.round(env.SOAK_FAULT_SHARE * 100)}% (SOAK_SEED=${env.SOAK_SEED} repeats the draw)`);
+  const env = z
+    .object({
+      SOAK_ROLLOUTS: z.coerce.number().int().positive().default(12),
+      SOAK_SEED: z.coerce
+        .number()
+        .int()
+        .nonnegative()
+        .default(() => Math.floor(Math.random() * 2 ** 31)),
+      SOAK_FAULT_SHARE: z.coerce.number().min(0).max(1).default(0.5),
+      SOAK_MAX_MINUTES: z.coerce.number().positive().optional(),
+    })
+    .parse(process.env);
+  console.log(
+    `soak: ${env.SOAK_ROLLOUTS} rollouts, seed ${env.SOAK_SEED}, faults in ~${Math.round(env.SOAK_FAULT_SHARE * 100)}% (SOAK_SEED=${env.SOAK_SEED} repeats the draw)`,
+  );
   const { summary, rollouts, handovers } = await runSoak({
-    rollouts: env.SOAK_ROLLOUTS, seed: env.SOAK_SEED, faultShare: env.SOAK_FAULT_SHARE, say: (l) => console.log(l),
+    rollouts: env.SOAK_ROLLOUTS,
+    seed: env.SOAK_SEED,
+    faultShare: env.SOAK_FAULT_SHARE,
+    say: (l) => console.log(l),
     ...(env.SOAK_MAX_MINUTES ? { maxMs: env.SOAK_MAX_MINUTES * 60_000 } : {}),
   });
   const out = join(localDir, 'bench');

@@ -22,10 +22,18 @@ interface Pvc extends KubernetesObject {
   spec?: { volumeName?: string; resources?: { requests?: { storage?: string } } };
   status?: { phase?: string; capacity?: { storage?: string } };
 }
-interface VolumeAttachment extends KubernetesObject { status?: { attached?: boolean } }
-interface VolumeSnapshot extends KubernetesObject { status?: { readyToUse?: boolean } }
-interface Pv extends KubernetesObject { spec?: { claimRef?: { namespace?: string } } }
-interface SnapshotContent extends KubernetesObject { spec?: { volumeSnapshotRef?: { namespace?: string } } }
+interface VolumeAttachment extends KubernetesObject {
+  status?: { attached?: boolean };
+}
+interface VolumeSnapshot extends KubernetesObject {
+  status?: { readyToUse?: boolean };
+}
+interface Pv extends KubernetesObject {
+  spec?: { claimRef?: { namespace?: string } };
+}
+interface SnapshotContent extends KubernetesObject {
+  spec?: { volumeSnapshotRef?: { namespace?: string } };
+}
 
 const gi = (q: string | undefined): number => {
   const m = /^(\d+)Gi$/.exec(q ?? '');
@@ -84,15 +92,22 @@ export class StorageProbe {
   async prepare(): Promise<void> {
     active.add(this);
     cleanUpOnInterrupt();
-    await this.http.request('POST', '/api/v1/namespaces', { body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.namespace, labels: { [PROBE_LABEL]: this.runId } } } });
+    await this.http.request('POST', '/api/v1/namespaces', {
+      body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.namespace, labels: { [PROBE_LABEL]: this.runId } } },
+    });
     const size = this.opts.poolSize ?? 4;
     for (let i = 0; i < size; i++) await this.createPvc(`pool-${i}`);
     for (let i = 0; i < size; i++) {
       const name = `pool-${i}`;
-      const pvc = await waitFor(`probe pool volume ${name} bound`, 600_000, async () => {
-        const p = await this.http.get<Pvc>(`${this.pvcPath()}/${name}`);
-        return p.status?.phase === 'Bound' && p.spec?.volumeName ? p : undefined;
-      }, 250);
+      const pvc = await waitFor(
+        `probe pool volume ${name} bound`,
+        600_000,
+        async () => {
+          const p = await this.http.get<Pvc>(`${this.pvcPath()}/${name}`);
+          return p.status?.phase === 'Bound' && p.spec?.volumeName ? p : undefined;
+        },
+        250,
+      );
       this.pool.push({ pvc: name, pv: pvc.spec?.volumeName ?? '', gi: gi(pvc.status?.capacity?.storage) || 1 });
     }
     const ns = this.namespace;
@@ -114,8 +129,14 @@ export class StorageProbe {
       }
       return p.status?.phase === 'Bound' ? `provision/${name}` : undefined;
     });
-    watch<VolumeAttachment>('/apis/storage.k8s.io/v1/volumeattachments', (v) => (v.status?.attached ? `attach/${v.metadata?.name ?? ''}` : undefined), `${PROBE_LABEL}=${this.runId}`);
-    watch<VolumeSnapshot>(`/apis/snapshot.storage.k8s.io/v1/namespaces/${ns}/volumesnapshots`, (s) => (s.status?.readyToUse ? `snapshot/${s.metadata?.name ?? ''}` : undefined));
+    watch<VolumeAttachment>(
+      '/apis/storage.k8s.io/v1/volumeattachments',
+      (v) => (v.status?.attached ? `attach/${v.metadata?.name ?? ''}` : undefined),
+      `${PROBE_LABEL}=${this.runId}`,
+    );
+    watch<VolumeSnapshot>(`/apis/snapshot.storage.k8s.io/v1/namespaces/${ns}/volumesnapshots`, (s) =>
+      s.status?.readyToUse ? `snapshot/${s.metadata?.name ?? ''}` : undefined,
+    );
     for (const inf of this.informers) inf.start();
     await Promise.all(this.informers.map((inf) => inf.waitForSync()));
   }
@@ -164,10 +185,15 @@ export class StorageProbe {
     await this.http.request('DELETE', `/api/v1/namespaces/${this.namespace}`).catch((err: unknown) => {
       if (!isNotFound(err)) throw err;
     });
-    const left = await waitFor(`probe ${this.runId} cleaned up`, timeoutMs, async () => {
-      const remaining = await this.leftovers();
-      return remaining.length === 0 ? remaining : undefined;
-    }, 1000).catch(async (err: unknown) => {
+    const left = await waitFor(
+      `probe ${this.runId} cleaned up`,
+      timeoutMs,
+      async () => {
+        const remaining = await this.leftovers();
+        return remaining.length === 0 ? remaining : undefined;
+      },
+      1000,
+    ).catch(async (err: unknown) => {
       throw new Error(`${String(err)}; left: ${(await this.leftovers()).join(', ')}`);
     });
     active.delete(this);
@@ -177,13 +203,18 @@ export class StorageProbe {
   /** What of the probe's still exists: its attachments, namespace, volumes and snapshot contents. */
   async leftovers(): Promise<string[]> {
     const ns = this.namespace;
-    const vas = await this.http.get<{ items: KubernetesObject[] }>('/apis/storage.k8s.io/v1/volumeattachments', { labelSelector: `${PROBE_LABEL}=${this.runId}` });
+    const vas = await this.http.get<{ items: KubernetesObject[] }>('/apis/storage.k8s.io/v1/volumeattachments', {
+      labelSelector: `${PROBE_LABEL}=${this.runId}`,
+    });
     const pvs = await this.http.get<{ items: Pv[] }>('/api/v1/persistentvolumes');
     const contents = await this.http.get<{ items: SnapshotContent[] }>('/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents');
-    const nsLeft = await this.http.get(`/api/v1/namespaces/${ns}`).then(() => [`namespace/${ns}`], (err: unknown) => {
-      if (isNotFound(err)) return [];
-      throw err;
-    });
+    const nsLeft = await this.http.get(`/api/v1/namespaces/${ns}`).then(
+      () => [`namespace/${ns}`],
+      (err: unknown) => {
+        if (isNotFound(err)) return [];
+        throw err;
+      },
+    );
     return [
       ...vas.items.map((v) => `volumeattachment/${v.metadata?.name}`),
       ...nsLeft,
@@ -199,10 +230,14 @@ export class StorageProbe {
   }
 
   private createPvc(name: string): Promise<unknown> {
-    return this.http.request('POST', this.pvcPath(), { body: {
-      apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name },
-      spec: { accessModes: ['ReadWriteOnce'], storageClassName: STORAGE_CLASS, resources: { requests: { storage: '1Gi' } } },
-    } });
+    return this.http.request('POST', this.pvcPath(), {
+      body: {
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name },
+        spec: { accessModes: ['ReadWriteOnce'], storageClassName: STORAGE_CLASS, resources: { requests: { storage: '1Gi' } } },
+      },
+    });
   }
 
   private pendingOf(kind: ProbeKind): number {
@@ -243,10 +278,16 @@ export class StorageProbe {
     const source = this.pool[n % this.pool.length];
     if (!source) return Promise.resolve();
     const name = `${this.namespace}-va-${n}`;
-    return this.submit('attach', name, () => this.http.request('POST', '/apis/storage.k8s.io/v1/volumeattachments', { body: {
-      apiVersion: 'storage.k8s.io/v1', kind: 'VolumeAttachment', metadata: { name, labels: { [PROBE_LABEL]: this.runId } },
-      spec: { attacher: SAMPLE_DRIVER, nodeName: 'node-1', source: { persistentVolumeName: source.pv } },
-    } }));
+    return this.submit('attach', name, () =>
+      this.http.request('POST', '/apis/storage.k8s.io/v1/volumeattachments', {
+        body: {
+          apiVersion: 'storage.k8s.io/v1',
+          kind: 'VolumeAttachment',
+          metadata: { name, labels: { [PROBE_LABEL]: this.runId } },
+          spec: { attacher: SAMPLE_DRIVER, nodeName: 'node-1', source: { persistentVolumeName: source.pv } },
+        },
+      }),
+    );
   }
 
   /** Grows a pool volume that has no resize in flight by 1Gi (a pending resize is never overtaken). */
@@ -257,14 +298,18 @@ export class StorageProbe {
     this.resizeWanted.set(target.pvc, want);
     target.gi = want;
     // Keyed by the PVC (one resize in flight per PVC), named with the size asked for.
-    return this.submit('resize', `${target.pvc}@${want}Gi`, () => this.http.patch(`${this.pvcPath()}/${target.pvc}`, { spec: { resources: { requests: { storage: `${want}Gi` } } } }, PatchType.merge), `resize/${target.pvc}`)
-      .finally(() => {
-        // Not submitted (the patch failed, or too many pending): free the PVC for the next try.
-        if (!this.pending.has(`resize/${target.pvc}`) && !this.ops.some((o) => o.kind === 'resize' && o.name === `${target.pvc}@${want}Gi`)) {
-          this.resizeWanted.delete(target.pvc);
-          target.gi = want - 1;
-        }
-      });
+    return this.submit(
+      'resize',
+      `${target.pvc}@${want}Gi`,
+      () => this.http.patch(`${this.pvcPath()}/${target.pvc}`, { spec: { resources: { requests: { storage: `${want}Gi` } } } }, PatchType.merge),
+      `resize/${target.pvc}`,
+    ).finally(() => {
+      // Not submitted (the patch failed, or too many pending): free the PVC for the next try.
+      if (!this.pending.has(`resize/${target.pvc}`) && !this.ops.some((o) => o.kind === 'resize' && o.name === `${target.pvc}@${want}Gi`)) {
+        this.resizeWanted.delete(target.pvc);
+        target.gi = want - 1;
+      }
+    });
   }
 
   private snapshot(): Promise<void> {
@@ -272,10 +317,16 @@ export class StorageProbe {
     const source = this.pool[n % this.pool.length];
     if (!source) return Promise.resolve();
     const name = `snap-${n}`;
-    return this.submit('snapshot', name, () => this.http.request('POST', `/apis/snapshot.storage.k8s.io/v1/namespaces/${this.namespace}/volumesnapshots`, { body: {
-      apiVersion: 'snapshot.storage.k8s.io/v1', kind: 'VolumeSnapshot', metadata: { name },
-      spec: { volumeSnapshotClassName: SNAPSHOT_CLASS, source: { persistentVolumeClaimName: source.pvc } },
-    } }));
+    return this.submit('snapshot', name, () =>
+      this.http.request('POST', `/apis/snapshot.storage.k8s.io/v1/namespaces/${this.namespace}/volumesnapshots`, {
+        body: {
+          apiVersion: 'snapshot.storage.k8s.io/v1',
+          kind: 'VolumeSnapshot',
+          metadata: { name },
+          spec: { volumeSnapshotClassName: SNAPSHOT_CLASS, source: { persistentVolumeClaimName: source.pvc } },
+        },
+      }),
+    );
   }
 }
 
@@ -313,7 +364,13 @@ export interface ProbedRollout {
  * One measured rollout (measureHandovers) with the storage probe running through it: from PRE_ROLL_MS before
  * the trigger until every lease has a new holder, then drained and cleaned up.
  */
-export async function probedRollout(http: KubeHttp, overlay: SampleOverlay, log: Logger, runId: string, trigger: () => Promise<unknown>): Promise<ProbedRollout> {
+export async function probedRollout(
+  http: KubeHttp,
+  overlay: SampleOverlay,
+  log: Logger,
+  runId: string,
+  trigger: () => Promise<unknown>,
+): Promise<ProbedRollout> {
   const probe = new StorageProbe(http, log, runId);
   await probe.prepare();
   let markedAt: number | undefined;
@@ -332,11 +389,17 @@ export async function probedRollout(http: KubeHttp, overlay: SampleOverlay, log:
     // Waits of what was submitted from the trigger on; the stall over everything the probe did, since an
     // operation submitted in the pre-roll that completes during the rollout is progress too.
     const overall = probeStats(probe.ops, endedAt);
-    const stats = probeStats(probe.ops.filter((o) => o.submittedAt >= triggeredAt), endedAt).map((k) => {
+    const stats = probeStats(
+      probe.ops.filter((o) => o.submittedAt >= triggeredAt),
+      endedAt,
+    ).map((k) => {
       const all = overall.find((x) => x.kind === k.kind);
       return all ? { ...k, stallMs: all.stallMs, stallFrom: all.stallFrom, stallTo: all.stallTo } : k;
     });
-    const steady = probeStats(probe.ops.filter((o) => o.submittedAt < triggeredAt), triggeredAt);
+    const steady = probeStats(
+      probe.ops.filter((o) => o.submittedAt < triggeredAt),
+      triggeredAt,
+    );
     return { rollout, stats, steadyWaitMs: Object.fromEntries(steady.map((k) => [k.kind, k.longestWaitMs])), ops: probe.ops, endedAt };
   } finally {
     await probe.cleanup();
@@ -344,4 +407,9 @@ export async function probedRollout(http: KubeHttp, overlay: SampleOverlay, log:
 }
 
 /** The sidecar each kind of operation waits for. */
-export const SIDECAR_OF_KIND: Record<ProbeKind, string> = { provision: 'csi-provisioner', attach: 'csi-attacher', resize: 'csi-resizer', snapshot: 'csi-snapshotter' };
+export const SIDECAR_OF_KIND: Record<ProbeKind, string> = {
+  provision: 'csi-provisioner',
+  attach: 'csi-attacher',
+  resize: 'csi-resizer',
+  snapshot: 'csi-snapshotter',
+};

@@ -21,10 +21,13 @@ export interface AuditEvent {
  * completed — or, for a watch still open, when its response started.
  */
 export function operatorAudit(since = 0, stages = ['ResponseComplete']): AuditEvent[] {
-  return readFileSync(join(localDir, 'logs', 'audit.log'), 'utf8').split('\n').filter(Boolean)
+  return readFileSync(join(localDir, 'logs', 'audit.log'), 'utf8')
+    .split('\n')
+    .filter(Boolean)
     .map((l) => JSON.parse(l) as AuditEvent)
     .filter((e) => stages.includes(e.stage) && e.user.username === OPERATOR_SA && Date.parse(e.stageTimestamp) >= since);
 }
 
 export const WRITES = new Set(['create', 'update', 'patch', 'delete', 'deletecollection']);
-export const resourceOf = (e: AuditEvent): string => `${e.objectRef?.apiGroup ? `${e.objectRef.apiGroup}/` : ''}${e.objectRef?.resource ?? ''}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ''}`;
+export const resourceOf = (e: AuditEvent): string =>
+  `${e.objectRef?.apiGroup ? `${e.objectRef.apiGroup}/` : ''}${e.objectRef?.resource ?? ''}${e.objectRef?.subresource ? `/${e.objectRef.subresource}` : ''}`;

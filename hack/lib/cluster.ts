@@ -41,7 +41,12 @@ export async function clusterScript(...args: string[]): Promise<string> {
 }
 
 /** Polls `check` until it returns a value other than undefined/false, or fails after `timeoutMs`. */
-export async function waitFor<T>(what: string, timeoutMs: number, check: () => Promise<T | undefined | false> | T | undefined | false, intervalMs = 100): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  timeoutMs: number,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  intervalMs = 100,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   let lastError: unknown;
   for (;;) {
@@ -52,7 +57,9 @@ export async function waitFor<T>(what: string, timeoutMs: number, check: () => P
       lastError = err;
     }
     if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs}ms waiting for ${what}${lastError ? ` (last error: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)})` : ''}`);
+      throw new Error(
+        `timed out after ${timeoutMs}ms waiting for ${what}${lastError ? ` (last error: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)})` : ''}`,
+      );
     }
     await new Promise((r) => setTimeout(r, intervalMs));
   }
@@ -108,8 +115,14 @@ export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit
 /** Installs the snapshot CRDs, then the given overlay of the sample driver and its snapshot class. */
 export async function deploySample(overlay: SampleOverlay): Promise<void> {
   await kubectl('apply', '-k', join(samplesDir, 'crds'));
-  await kubectl('wait', '--for=condition=Established', '--timeout=60s',
-    'crd/volumesnapshotclasses.snapshot.storage.k8s.io', 'crd/volumesnapshotcontents.snapshot.storage.k8s.io', 'crd/volumesnapshots.snapshot.storage.k8s.io');
+  await kubectl(
+    'wait',
+    '--for=condition=Established',
+    '--timeout=60s',
+    'crd/volumesnapshotclasses.snapshot.storage.k8s.io',
+    'crd/volumesnapshotcontents.snapshot.storage.k8s.io',
+    'crd/volumesnapshots.snapshot.storage.k8s.io',
+  );
   await kubectl('apply', '-k', join(samplesDir, overlay));
   await kubectl('apply', '-k', join(samplesDir, 'snapshotclass'));
 }
@@ -119,9 +132,11 @@ export async function recordWatch<T>(http: KubeHttp, path: string, query: Query)
   const seen: { t: number; type: string; obj: T }[] = [];
   const abort = new AbortController();
   await new Promise<void>((opened, failed) => {
-    http.watch(path, query, (type, obj) => void seen.push({ t: Date.now(), type, obj: obj as T }), { signal: abort.signal, onOpen: opened }).catch((err: unknown) => {
-      if (!abort.signal.aborted) failed(err instanceof Error ? err : new Error(String(err)));
-    });
+    http
+      .watch(path, query, (type, obj) => void seen.push({ t: Date.now(), type, obj: obj as T }), { signal: abort.signal, onOpen: opened })
+      .catch((err: unknown) => {
+        if (!abort.signal.aborted) failed(err instanceof Error ? err : new Error(String(err)));
+      });
   });
   return { seen, stop: () => abort.abort() };
 }

@@ -39,10 +39,15 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Resolves once `pod` is terminating (its deletion has begun) or gone. */
 export async function whenTerminating(http: KubeHttp, namespace: string, pod: string, timeoutMs: number): Promise<void> {
-  await waitFor(`${pod} to terminate`, timeoutMs, async () => {
-    const p = await http.get<V1Pod>(`/api/v1/namespaces/${namespace}/pods/${pod}`).catch(() => undefined);
-    return !p || p.metadata?.deletionTimestamp !== undefined;
-  }, 50);
+  await waitFor(
+    `${pod} to terminate`,
+    timeoutMs,
+    async () => {
+      const p = await http.get<V1Pod>(`/api/v1/namespaces/${namespace}/pods/${pod}`).catch(() => undefined);
+      return !p || p.metadata?.deletionTimestamp !== undefined;
+    },
+    50,
+  );
 }
 
 /** The host pids of a pod's running containers, from the node's own record (containerd's task starts and exits). */
@@ -72,10 +77,15 @@ async function crashOperatorPod(pod: V1Pod): Promise<boolean> {
       // exited between the record and the kill
     }
   }
-  await waitFor(`${name}'s containers to exit`, 30_000, async () => {
-    const now = await containerPids(OPERATOR_NAMESPACE, name);
-    return [...pids].every(([c, pid]) => now.get(c) !== pid);
-  }, 100);
+  await waitFor(
+    `${name}'s containers to exit`,
+    30_000,
+    async () => {
+      const now = await containerPids(OPERATOR_NAMESPACE, name);
+      return [...pids].every(([c, pid]) => now.get(c) !== pid);
+    },
+    100,
+  );
   return true;
 }
 
@@ -90,14 +100,26 @@ async function etcdRevision(): Promise<number> {
 
 async function compactEtcd(): Promise<number> {
   const revision = await etcdRevision();
-  const r = await fetch(`http://127.0.0.1:${process.env.ETCD_PORT ?? '22379'}/v3/kv/compaction`, { method: 'POST', body: JSON.stringify({ revision: String(revision), physical: true }) });
+  const r = await fetch(`http://127.0.0.1:${process.env.ETCD_PORT ?? '22379'}/v3/kv/compaction`, {
+    method: 'POST',
+    body: JSON.stringify({ revision: String(revision), physical: true }),
+  });
   if (!r.ok) throw new Error(`etcd compaction at ${revision}: ${r.status} ${await r.text()}`);
   return revision;
 }
 
 /** Waits until the API server answers again (after a control-plane restart). */
 async function apiServerBack(http: KubeHttp): Promise<void> {
-  await waitFor('the API server to answer', 120_000, () => http.get('/readyz').then(() => true, () => false), 250);
+  await waitFor(
+    'the API server to answer',
+    120_000,
+    () =>
+      http.get('/readyz').then(
+        () => true,
+        () => false,
+      ),
+    250,
+  );
 }
 
 /** Does `fault` to the cluster; resolves once it is over (the component back), with what was done. */
@@ -108,7 +130,9 @@ export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
     case 'operator-leader-sigkill': {
       const leader = await operatorLeader(t.http).catch(() => undefined);
       if (!leader) return 'no operator replica leads (in crash backoff): nothing to kill';
-      return (await crashOperatorPod(leader)) ? `SIGKILLed the operator's leader ${leader.metadata?.name}` : `the operator's leader ${leader.metadata?.name} was not running (crash backoff)`;
+      return (await crashOperatorPod(leader))
+        ? `SIGKILLed the operator's leader ${leader.metadata?.name}`
+        : `the operator's leader ${leader.metadata?.name} was not running (crash backoff)`;
     }
     case 'operator-all-sigkill': {
       const pods = (await operatorPods(t.http)).filter((p) => !p.metadata?.deletionTimestamp);

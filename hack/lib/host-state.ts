@@ -22,23 +22,48 @@ export interface HostState {
 }
 
 /** The cgroup (and bridge) name prefix hack/nodes.sh derives from a cluster's state directory. */
-export const clusterCgroupPrefix = (stateDir: string): string =>
-  `csi-handover-${createHash('sha256').update(`${stateDir}\n`).digest('hex').slice(0, 6)}`;
+export const clusterCgroupPrefix = (stateDir: string): string => `csi-handover-${createHash('sha256').update(`${stateDir}\n`).digest('hex').slice(0, 6)}`;
 
 export const KERNEL_SETTINGS = [
-  'vm/overcommit_memory', 'vm/panic_on_oom', 'kernel/panic', 'kernel/panic_on_oops', 'kernel/keys/root_maxkeys',
-  'kernel/keys/root_maxbytes', 'net/ipv4/ip_forward', 'net/ipv4/conf/all/route_localnet', 'net/bridge/bridge-nf-call-iptables',
+  'vm/overcommit_memory',
+  'vm/panic_on_oom',
+  'kernel/panic',
+  'kernel/panic_on_oops',
+  'kernel/keys/root_maxkeys',
+  'kernel/keys/root_maxbytes',
+  'net/ipv4/ip_forward',
+  'net/ipv4/conf/all/route_localnet',
+  'net/bridge/bridge-nf-call-iptables',
 ];
 
 const DEFAULT_PATHS = [
-  '/var/lib/kubelet', '/var/log/pods', '/var/log/containers', '/var/lib/cni', '/etc/cni', '/opt/cni', '/run/containerd',
-  '/var/lib/containerd', '/opt/containerd', '/run/netns', '/var/run/netns', '/etc/containerd', '/var/lib/csi-hostpath-data',
-  '/run/nri', '/var/run/nri', '/etc/cdi', '/var/run/cdi',
+  '/var/lib/kubelet',
+  '/var/log/pods',
+  '/var/log/containers',
+  '/var/lib/cni',
+  '/etc/cni',
+  '/opt/cni',
+  '/run/containerd',
+  '/var/lib/containerd',
+  '/opt/containerd',
+  '/run/netns',
+  '/var/run/netns',
+  '/etc/containerd',
+  '/var/lib/csi-hostpath-data',
+  '/run/nri',
+  '/var/run/nri',
+  '/etc/cdi',
+  '/var/run/cdi',
   // hack/nodes.sh's own registry of the host's clusters and the kernel settings they changed.
-  '/run/csi-handover', '/run/csi-handover/host-sysctls',
+  '/run/csi-handover',
+  '/run/csi-handover/host-sysctls',
 ];
 
-const lines = (s: string): string[] => s.split('\n').map((l) => l.trim()).filter(Boolean);
+const lines = (s: string): string[] =>
+  s
+    .split('\n')
+    .map((l) => l.trim())
+    .filter(Boolean);
 
 async function command(file: string, args: string[]): Promise<string[]> {
   try {

@@ -68,7 +68,10 @@ export function containersRunningAt(events: readonly NodeEvent[], namespace: str
     if (e.event === 'container-started') depth.set(e.container, (depth.get(e.container) ?? 0) + 1);
     else if (e.event === 'container-exited') depth.set(e.container, (depth.get(e.container) ?? 0) - 1);
   }
-  return [...depth].filter(([, n]) => n > 0).map(([c]) => c).sort();
+  return [...depth]
+    .filter(([, n]) => n > 0)
+    .map(([c]) => c)
+    .sort();
 }
 
 /** Samples grouped by `keyOf`, each group in observation order. */
@@ -111,7 +114,12 @@ export function checkLeases(samples: readonly LeaseSample[], events: readonly No
           const at = ms(s.renewTime) ?? s.t;
           const running = containersRunningAt(events, s.namespace, current, at);
           if (running.length > 0) {
-            out.push({ invariant: 'release-while-running', at, subject: key, message: `released by the operator for ${current} while its containers ${running.join(', ')} still ran` });
+            out.push({
+              invariant: 'release-while-running',
+              at,
+              subject: key,
+              message: `released by the operator for ${current} while its containers ${running.join(', ')} still ran`,
+            });
           }
         }
         if (current !== '' && !s.releasedByOperator) selfReleased = true;
@@ -124,7 +132,12 @@ export function checkLeases(samples: readonly LeaseSample[], events: readonly No
         const validUntil = (ms(last.renewTime) ?? -Infinity) + (last.leaseDurationSeconds ?? 0) * 1000;
         const running = containersRunningAt(events, s.namespace, last.holder, at);
         if (running.length > 0 && validUntil > at) {
-          out.push({ invariant: 'two-leaders', at, subject: key, message: `${s.holder} acquired while ${last.holder} still ran (${running.join(', ')}) with a lease valid until ${new Date(validUntil).toISOString()}` });
+          out.push({
+            invariant: 'two-leaders',
+            at,
+            subject: key,
+            message: `${s.holder} acquired while ${last.holder} still ran (${running.join(', ')}) with a lease valid until ${new Date(validUntil).toISOString()}`,
+          });
         }
       }
       current = s.holder;
@@ -174,13 +187,19 @@ export function checkGates(samples: readonly PodSample[], c: GateCheck): Violati
       const down = overlapMs(c.outages ?? [], first.created, heldUntil);
       const allowance = c.gateTimeoutMs + c.slackMs + (down > 0 ? down + (c.retryAfterOutageMs ?? 0) : 0);
       if (heldUntil - first.created > allowance) {
-        out.push({ invariant: 'gate-held-too-long', at: heldUntil, subject, message: `gated ${((heldUntil - first.created) / 1000).toFixed(1)} s after creation${letGo ? '' : ' and still gated'} (gate timeout ${c.gateTimeoutMs / 1000} s${down > 0 ? `, API server down ${(down / 1000).toFixed(1)} s of it` : ''})` });
+        out.push({
+          invariant: 'gate-held-too-long',
+          at: heldUntil,
+          subject,
+          message: `gated ${((heldUntil - first.created) / 1000).toFixed(1)} s after creation${letGo ? '' : ' and still gated'} (gate timeout ${c.gateTimeoutMs / 1000} s${down > 0 ? `, API server down ${(down / 1000).toFixed(1)} s of it` : ''})`,
+        });
       }
     }
     const last = list[list.length - 1];
     if (c.final && last && !last.deleted) {
       if (last.gated) out.push({ invariant: 'left-behind', at: c.now, subject, message: 'still carries the handover gate' });
-      else if (last.state !== undefined && !last.state.startsWith('started')) out.push({ invariant: 'left-behind', at: c.now, subject, message: `handover state still waiting: ${last.state}` });
+      else if (last.state !== undefined && !last.state.startsWith('started'))
+        out.push({ invariant: 'left-behind', at: c.now, subject, message: `handover state still waiting: ${last.state}` });
     }
   }
   return out;

@@ -45,8 +45,8 @@ export function parseContainerdEvent(line: string): ContainerdEvent | undefined 
     return undefined;
   }
   const envelope = isoOf(day ?? '', time ?? '', zone ?? '');
-  const str = (k: string): string | undefined => (typeof body[k] === 'string' ? (body[k]) : undefined);
-  const num = (k: string): number | undefined => (typeof body[k] === 'number' ? (body[k]) : undefined);
+  const str = (k: string): string | undefined => (typeof body[k] === 'string' ? body[k] : undefined);
+  const num = (k: string): number | undefined => (typeof body[k] === 'number' ? body[k] : undefined);
   switch (topic) {
     case '/containers/create': {
       const id = str('id');
@@ -61,7 +61,8 @@ export function parseContainerdEvent(line: string): ContainerdEvent | undefined 
       // An exec'd process exits under its own id; only the container's init process is the container.
       if (!id || (str('id') ?? id) !== id) return undefined;
       const at = body.exited_at as { seconds?: number; nanos?: number } | string | undefined;
-      const t = typeof at === 'string' ? at : at?.seconds !== undefined ? new Date(at.seconds * 1000 + Math.floor((at.nanos ?? 0) / 1e6)).toISOString() : envelope;
+      const t =
+        typeof at === 'string' ? at : at?.seconds !== undefined ? new Date(at.seconds * 1000 + Math.floor((at.nanos ?? 0) / 1e6)).toISOString() : envelope;
       // Protobuf's JSON leaves out zero values: no exit_status means exit code 0.
       return { t, kind: 'exited', containerId: id, exitCode: num('exit_status') ?? 0, ...(num('pid') !== undefined ? { pid: num('pid') } : {}) };
     }
@@ -77,7 +78,8 @@ function isoOf(day: string, time: string, zone: string): string {
 }
 
 // klog: I1201 07:34:08.146612   17887 kuberuntime_container.go:909] "Killing container with a grace period" pod="ns/name" podUID="…" containerName="driver" …
-const KILL_LINE = /^I(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+)\s+\d+ \S+\] "Killing container with a grace period" pod="([^/"]+)\/([^"]+)" podUID="([^"]*)" containerName="([^"]+)"/;
+const KILL_LINE =
+  /^I(\d\d)(\d\d) (\d\d:\d\d:\d\d\.\d+)\s+\d+ \S+\] "Killing container with a grace period" pod="([^/"]+)\/([^"]+)" podUID="([^"]*)" containerName="([^"]+)"/;
 
 /**
  * The kubelet's "Killing container with a grace period" line: the moment it asks the runtime to stop a container
@@ -104,7 +106,11 @@ export function parseProcStat(text: string): { state: string; startTime: string 
   const close = text.lastIndexOf(')');
   if (close < 0) return undefined;
   // Fields 3.. : state is field 3, starttime field 22.
-  const fields = text.slice(close + 1).trim().split(/\s+/);
-  const state = fields[0], startTime = fields[19];
+  const fields = text
+    .slice(close + 1)
+    .trim()
+    .split(/\s+/);
+  const state = fields[0],
+    startTime = fields[19];
   return state && startTime && /^\d+$/.test(startTime) ? { state, startTime } : undefined;
 }

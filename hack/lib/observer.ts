@@ -48,7 +48,10 @@ export class Observer {
   readonly outages: { from: number; to: number }[] = [];
   private downSince: number | undefined;
 
-  constructor(private readonly http: KubeHttp, private readonly opts: ObserverOptions) {
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly opts: ObserverOptions,
+  ) {
     const leases = new Set(opts.leases);
     this.leaseInformer = new Informer<V1Lease>(http, { path: `/apis/coordination.k8s.io/v1/namespaces/${opts.namespace}/leases`, log: opts.log });
     const seenLease = (l: V1Lease) => {
@@ -56,19 +59,28 @@ export class Observer {
       if (!leases.has(name)) return;
       const s = l.spec;
       this.leaseSamples.push({
-        t: Date.now(), namespace: opts.namespace, lease: name, holder: s?.holderIdentity ?? '',
-        acquireTime: s?.acquireTime ? String(s.acquireTime) : undefined, renewTime: s?.renewTime ? String(s.renewTime) : undefined,
-        leaseDurationSeconds: s?.leaseDurationSeconds, releasedByOperator: l.metadata?.annotations?.[RELEASED_BY_OPERATOR] !== undefined,
+        t: Date.now(),
+        namespace: opts.namespace,
+        lease: name,
+        holder: s?.holderIdentity ?? '',
+        acquireTime: s?.acquireTime ? String(s.acquireTime) : undefined,
+        renewTime: s?.renewTime ? String(s.renewTime) : undefined,
+        leaseDurationSeconds: s?.leaseDurationSeconds,
+        releasedByOperator: l.metadata?.annotations?.[RELEASED_BY_OPERATOR] !== undefined,
       });
     };
     this.leaseInformer.on('add', seenLease).on('update', seenLease);
     this.podInformer = new Informer<V1Pod>(http, { path: `/api/v1/namespaces/${opts.namespace}/pods`, log: opts.log });
     const seenPod = (deleted: boolean) => (p: V1Pod) => {
       this.podSamples.push({
-        t: Date.now(), namespace: opts.namespace, name: p.metadata?.name ?? '', uid: p.metadata?.uid ?? '',
+        t: Date.now(),
+        namespace: opts.namespace,
+        name: p.metadata?.name ?? '',
+        uid: p.metadata?.uid ?? '',
         created: Date.parse(String(p.metadata?.creationTimestamp ?? '')) || Date.now(),
         gated: (p.spec?.schedulingGates ?? []).some((g) => g.name === HANDOVER_GATE),
-        state: p.metadata?.annotations?.[HANDOVER_STATE], deleted,
+        state: p.metadata?.annotations?.[HANDOVER_STATE],
+        deleted,
       });
     };
     this.podInformer.on('add', seenPod(false)).on('update', seenPod(false)).on('delete', seenPod(true));
@@ -88,8 +100,12 @@ export class Observer {
    */
   private async probe(): Promise<void> {
     const at = Date.now();
-    const answer = this.http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods`, { labelSelector: 'app.kubernetes.io/name=csi-handover' })
-      .then((l) => l.items.some((p) => !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')), () => false);
+    const answer = this.http
+      .get<{ items: V1Pod[] }>(`/api/v1/namespaces/${OPERATOR_NAMESPACE}/pods`, { labelSelector: 'app.kubernetes.io/name=csi-handover' })
+      .then(
+        (l) => l.items.some((p) => !p.metadata?.deletionTimestamp && p.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')),
+        () => false,
+      );
     const ok = await Promise.race([answer, new Promise<boolean>((r) => setTimeout(() => r(false), 1_000))]);
     if (!ok) this.downSince ??= at;
     else if (this.downSince !== undefined) {
@@ -123,7 +139,12 @@ export class Observer {
       const outages = this.downSince === undefined ? this.outages : [...this.outages, { from: this.downSince, to: Date.now() }];
       // After an outage the operator may need its own lease (15 s, a crashed leader's runs out) and its handover
       // queue's backoff cap (10 s, src/controller/handover.ts) before it lifts.
-      this.add(checkGates(this.podSamples.filter((s) => s.t <= until), { gateTimeoutMs: this.opts.gateTimeoutMs, slackMs: 5_000, now: until, final, outages, retryAfterOutageMs: 25_000 }));
+      this.add(
+        checkGates(
+          this.podSamples.filter((s) => s.t <= until),
+          { gateTimeoutMs: this.opts.gateTimeoutMs, slackMs: 5_000, now: until, final, outages, retryAfterOutageMs: 25_000 },
+        ),
+      );
     } finally {
       this.checking = false;
     }
@@ -136,17 +157,45 @@ export class Observer {
    */
   async finish(deployment: string, crPath: string, settleMs = 120_000): Promise<ObserverReport> {
     const now = () => Date.now();
-    const rolled = await waitFor(`the rollout of ${deployment} to complete`, settleMs, async () => {
-      const d = await this.http.get<V1Deployment>(deploymentPath(this.opts.namespace, deployment)).catch(() => undefined);
-      const st = d?.status, want = d?.spec?.replicas ?? 1;
-      return d && (st?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) && st?.updatedReplicas === want && st.readyReplicas === want && (st.replicas ?? 0) === want;
-    }, 1_000).then(() => true, () => false);
-    if (!rolled) this.add([{ invariant: 'rollout-incomplete', at: now(), subject: `${this.opts.namespace}/${deployment}`, message: `not complete ${settleMs / 1000} s after the last fault` }]);
+    const rolled = await waitFor(
+      `the rollout of ${deployment} to complete`,
+      settleMs,
+      async () => {
+        const d = await this.http.get<V1Deployment>(deploymentPath(this.opts.namespace, deployment)).catch(() => undefined);
+        const st = d?.status,
+          want = d?.spec?.replicas ?? 1;
+        return (
+          d &&
+          (st?.observedGeneration ?? 0) >= (d.metadata?.generation ?? 0) &&
+          st?.updatedReplicas === want &&
+          st.readyReplicas === want &&
+          (st.replicas ?? 0) === want
+        );
+      },
+      1_000,
+    ).then(
+      () => true,
+      () => false,
+    );
+    if (!rolled)
+      this.add([
+        {
+          invariant: 'rollout-incomplete',
+          at: now(),
+          subject: `${this.opts.namespace}/${deployment}`,
+          message: `not complete ${settleMs / 1000} s after the last fault`,
+        },
+      ]);
     let diverged = '';
-    await waitFor('the CR status to converge', settleMs, async () => {
-      diverged = await this.statusDivergence(crPath);
-      return diverged === '';
-    }, 1_000).catch(() => undefined);
+    await waitFor(
+      'the CR status to converge',
+      settleMs,
+      async () => {
+        diverged = await this.statusDivergence(crPath);
+        return diverged === '';
+      },
+      1_000,
+    ).catch(() => undefined);
     if (diverged) this.add([{ invariant: 'status-diverged', at: now(), subject: crPath, message: diverged }]);
     this.stopWatching();
     await new Promise((r) => setTimeout(r, RECORD_LAG_MS));
@@ -159,7 +208,10 @@ export class Observer {
    * with the old holders' stop times (sigtermTimes) each also has its gap.
    */
   handovers(stops: ReadonlyMap<string, number> = new Map()): ObserverReport['handovers'] {
-    return handoversFrom(this.leaseSamples.map((s) => ({ t: s.t, lease: s.lease, holder: s.holder })), stops).map((h) => {
+    return handoversFrom(
+      this.leaseSamples.map((s) => ({ t: s.t, lease: s.lease, holder: s.holder })),
+      stops,
+    ).map((h) => {
       const release = h.releasedAt === undefined ? undefined : this.leaseSamples.find((s) => s.lease === h.lease && s.t === h.releasedAt && s.holder === '');
       return { ...h, freedBy: release === undefined ? 'expiry' : release.releasedByOperator ? 'operator' : 'holder' };
     });

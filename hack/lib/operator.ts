@@ -24,13 +24,26 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   if (image) {
     const d = await http.get<V1Deployment>(deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'));
     if (d.spec?.template.metadata?.annotations?.[IMAGE_ANNOTATION] !== image) {
-      await http.patch(deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'), { spec: { template: { metadata: { annotations: { [IMAGE_ANNOTATION]: image } } } } }, PatchType.strategic);
+      await http.patch(
+        deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'),
+        { spec: { template: { metadata: { annotations: { [IMAGE_ANNOTATION]: image } } } } },
+        PatchType.strategic,
+      );
     }
   }
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   // Installed means leading: an install that replaced another (Helm, the OLM bundle) may find the Lease still held
   // by a pod that is gone (it could not release it); a replica takes it when it expires.
-  await waitFor('an operator replica to lead', 60_000, () => operatorLeader(http).then(() => true, () => false), 250);
+  await waitFor(
+    'an operator replica to lead',
+    60_000,
+    () =>
+      operatorLeader(http).then(
+        () => true,
+        () => false,
+      ),
+    250,
+  );
 }
 
 const IMAGE_ANNOTATION = 'csi-handover.local/image-tarball';
@@ -39,7 +52,9 @@ const IMAGE_ANNOTATION = 'csi-handover.local/image-tarball';
 function importedOperatorImage(): string | undefined {
   const file = join(localDir, 'nodes', 'node-1', 'images-imported');
   if (!existsSync(file)) return undefined;
-  const lines = readFileSync(file, 'utf8').split('\n').filter((l) => l.startsWith('csi-handover.local/csi-handover:dev '));
+  const lines = readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((l) => l.startsWith('csi-handover.local/csi-handover:dev '));
   return lines.at(-1)?.split(' ')[1]?.split('/').pop();
 }
 
@@ -50,12 +65,19 @@ export const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
 /** Creates the sample driver's CR (Managed, at `level`), or on 409 sets that level on the existing one. */
 export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<void> {
   const spec = { managementState: 'Managed', logLevel: level };
-  await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-    apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec,
-  } }).catch(async (err: unknown) => {
-    if (!isConflict(err)) throw err;
-    await http.patch(SAMPLE_CR_PATH, { spec }, PatchType.merge);
-  });
+  await http
+    .request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
+      body: {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: SAMPLE_DRIVER },
+        spec,
+      },
+    })
+    .catch(async (err: unknown) => {
+      if (!isConflict(err)) throw err;
+      await http.patch(SAMPLE_CR_PATH, { spec }, PatchType.merge);
+    });
 }
 
 /**
@@ -63,11 +85,17 @@ export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<v
  * csi-handover-driver there, so the operator may release Leases, patch pods and set --v in it. Idempotent.
  */
 export async function grantDriverNamespace(http: KubeHttp, namespace: string): Promise<void> {
-  await http.apply(`/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings/csi-handover-driver`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: 'csi-handover-driver', namespace },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'csi-handover-driver' },
-    subjects: [{ kind: 'ServiceAccount', name: 'csi-handover', namespace: OPERATOR_NAMESPACE }],
-  }, 'csi-handover-tests');
+  await http.apply(
+    `/apis/rbac.authorization.k8s.io/v1/namespaces/${namespace}/rolebindings/csi-handover-driver`,
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'csi-handover-driver', namespace },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'csi-handover-driver' },
+      subjects: [{ kind: 'ServiceAccount', name: 'csi-handover', namespace: OPERATOR_NAMESPACE }],
+    },
+    'csi-handover-tests',
+  );
 }
 
 /** The ClusterCSIDriver CRD alone (config/crd), for writing a CR before the operator is installed. */
@@ -122,16 +150,26 @@ export async function handOverByLevel(http: KubeHttp, level: string): Promise<{ 
   const leases: string[] = Object.values(SAMPLE_LEASES);
   const before = await settledSample(http);
   await setSampleCrLevel(http, level);
-  const after = await waitFor('the new pod', 300_000, async () => {
-    const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
-    return pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
-  }, 1_000);
+  const after = await waitFor(
+    'the new pod',
+    300_000,
+    async () => {
+      const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
+      return pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
+    },
+    1_000,
+  );
   await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, leases, after, 300_000);
   const newHolder = after[0]?.metadata?.name ?? '';
-  const report = await waitFor('the CR to report every lease handed to the new pod', 60_000, async () => {
-    const r = await sampleReport(http);
-    return r && leases.every((l) => r.leases.some((h) => h.lease === l && h.newHolder === newHolder)) && r;
-  }, 500);
+  const report = await waitFor(
+    'the CR to report every lease handed to the new pod',
+    60_000,
+    async () => {
+      const r = await sampleReport(http);
+      return r && leases.every((l) => r.leases.some((h) => h.lease === l && h.newHolder === newHolder)) && r;
+    },
+    500,
+  );
   return { report, newHolder };
 }
 
@@ -147,7 +185,13 @@ export async function removeKustomizeInstall(http: KubeHttp): Promise<void> {
     await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
     await waitOperatorPodsGone(http);
     const file = join(dir, 'kustomize-install.yaml');
-    writeFileSync(file, objs.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition').map((o) => stringify(o)).join('---\n'));
+    writeFileSync(
+      file,
+      objs
+        .filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition')
+        .map((o) => stringify(o))
+        .join('---\n'),
+    );
     await kubectl('delete', '-f', file, '--ignore-not-found', '--wait=true');
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -209,10 +253,14 @@ export async function removeHandoverGate(http: KubeHttp, namespace: string, depl
   }
   const i = (d.spec?.template.spec?.schedulingGates ?? []).findIndex((g) => g.name === HANDOVER_GATE);
   if (i >= 0) {
-    await http.patch(deploymentPath(namespace, deployment), [
-      { op: 'test', path: `/spec/template/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
-      { op: 'remove', path: `/spec/template/spec/schedulingGates/${i}` },
-    ], PatchType.json);
+    await http.patch(
+      deploymentPath(namespace, deployment),
+      [
+        { op: 'test', path: `/spec/template/spec/schedulingGates/${i}/name`, value: HANDOVER_GATE },
+        { op: 'remove', path: `/spec/template/spec/schedulingGates/${i}` },
+      ],
+      PatchType.json,
+    );
   }
 }
 
@@ -230,7 +278,10 @@ async function leaderMetricsText(http: KubeHttp): Promise<string> {
 export async function operatorMetric(http: KubeHttp, series: string): Promise<number> {
   const text = await leaderMetricsText(http);
   const matches = (line: string) => (series.includes('{') ? line.startsWith(`${series} `) : line.startsWith(`${series} `) || line.startsWith(`${series}{`));
-  return text.split('\n').filter(matches).reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
+  return text
+    .split('\n')
+    .filter(matches)
+    .reduce((sum, line) => sum + Number(line.split(' ').pop()), 0);
 }
 
 /**

@@ -26,7 +26,10 @@ export class PodLogFollower {
   private timer: NodeJS.Timeout | undefined;
 
   /** `namespace`: whose pods to follow; `container`: which container of each. */
-  constructor(private readonly namespace: string, private readonly container: string) {}
+  constructor(
+    private readonly namespace: string,
+    private readonly container: string,
+  ) {}
 
   start(intervalMs = 200): void {
     this.timer = setInterval(() => this.poll(), intervalMs);
@@ -64,7 +67,9 @@ export class PodLogFollower {
         const cdir = join(pods, dir, this.container);
         let files: string[];
         try {
-          files = readdirSync(cdir).filter((f) => f.endsWith('.log')).sort((a, b) => Number.parseInt(a) - Number.parseInt(b));
+          files = readdirSync(cdir)
+            .filter((f) => f.endsWith('.log'))
+            .sort((a, b) => Number.parseInt(a) - Number.parseInt(b));
         } catch {
           continue; // removed between the listing and now
         }

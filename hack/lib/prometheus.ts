@@ -16,27 +16,43 @@ export interface ActiveAlert {
 }
 
 export class LocalPrometheus {
-  private constructor(private readonly proc: ChildProcess, private readonly dir: string, readonly url: string, private readonly output: string[]) {}
+  private constructor(
+    private readonly proc: ChildProcess,
+    private readonly dir: string,
+    readonly url: string,
+    private readonly output: string[],
+  ) {}
 
   /** Starts Prometheus with these rule groups; resolves once it is ready. */
   static async start(ruleGroups: unknown[]): Promise<LocalPrometheus> {
     const dir = mkdtempSync(join(tmpdir(), 'csi-handover-prometheus-'));
     writeFileSync(join(dir, 'targets.json'), '[]');
     writeFileSync(join(dir, 'rules.yaml'), stringify({ groups: ruleGroups }));
-    writeFileSync(join(dir, 'prometheus.yaml'), stringify({
-      global: { scrape_interval: '1s', scrape_timeout: '900ms', evaluation_interval: '1s' },
-      rule_files: [join(dir, 'rules.yaml')],
-      scrape_configs: [{
-        job_name: 'csi-handover',
-        file_sd_configs: [{ files: [join(dir, 'targets.json')], refresh_interval: '1s' }],
-      }],
-    }));
+    writeFileSync(
+      join(dir, 'prometheus.yaml'),
+      stringify({
+        global: { scrape_interval: '1s', scrape_timeout: '900ms', evaluation_interval: '1s' },
+        rule_files: [join(dir, 'rules.yaml')],
+        scrape_configs: [
+          {
+            job_name: 'csi-handover',
+            file_sd_configs: [{ files: [join(dir, 'targets.json')], refresh_interval: '1s' }],
+          },
+        ],
+      }),
+    );
     const port = await freePort();
     const output: string[] = [];
-    const proc = spawn(join(binDir, 'prometheus'), [
-      `--config.file=${join(dir, 'prometheus.yaml')}`, `--storage.tsdb.path=${join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`, '--log.level=warn',
-    ], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(
+      join(binDir, 'prometheus'),
+      [
+        `--config.file=${join(dir, 'prometheus.yaml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--log.level=warn',
+      ],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
     const keep = (b: Buffer) => output.push(b.toString());
     proc.stdout?.on('data', keep);
     proc.stderr?.on('data', keep);
@@ -59,7 +75,9 @@ export class LocalPrometheus {
 
   /** An instant query's samples: labels and value. */
   async query(expr: string): Promise<{ metric: Record<string, string>; value: number }[]> {
-    const body = await this.api<{ resultType: string; result: { metric: Record<string, string>; value: [number, string] }[] }>(`/api/v1/query?query=${encodeURIComponent(expr)}`);
+    const body = await this.api<{ resultType: string; result: { metric: Record<string, string>; value: [number, string] }[] }>(
+      `/api/v1/query?query=${encodeURIComponent(expr)}`,
+    );
     return body.result.map((r) => ({ metric: r.metric, value: Number(r.value[1]) }));
   }
 
@@ -84,7 +102,7 @@ export class LocalPrometheus {
 
   private async api<T>(path: string): Promise<T> {
     const res = await fetch(`${this.url}${path}`);
-    const body = await res.json() as { status: string; data: T; error?: string };
+    const body = (await res.json()) as { status: string; data: T; error?: string };
     if (body.status !== 'success') throw new Error(`Prometheus ${path}: ${body.error ?? res.status}`);
     return body.data;
   }

@@ -8,14 +8,20 @@ export const deploymentPath = (ns: string, name: string) => `/apis/apps/v1/names
 
 export async function rolloutRestart(http: KubeHttp, ns: string, name: string): Promise<Date> {
   const at = new Date();
-  await http.patch(deploymentPath(ns, name), {
-    spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': at.toISOString() } } } },
-  }, PatchType.strategic);
+  await http.patch(
+    deploymentPath(ns, name),
+    {
+      spec: { template: { metadata: { annotations: { 'kubectl.kubernetes.io/restartedAt': at.toISOString() } } } },
+    },
+    PatchType.strategic,
+  );
   return at;
 }
 
 export async function podsOf(http: KubeHttp, ns: string, d: V1Deployment): Promise<V1Pod[]> {
-  const selector = Object.entries(d.spec?.selector.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`).join(',');
+  const selector = Object.entries(d.spec?.selector.matchLabels ?? {})
+    .map(([k, v]) => `${k}=${v}`)
+    .join(',');
   const list = await http.get<V1PodList>(`/api/v1/namespaces/${ns}/pods`, { labelSelector: selector });
   return list.items;
 }
@@ -37,22 +43,33 @@ export function waitRolloutComplete(http: KubeHttp, ns: string, name: string, ti
 }
 
 /** Resolves once every named lease is held by one of the given pods. */
-export function waitLeasesHeldBy(http: KubeHttp, ns: string, leases: readonly string[], pods: readonly V1Pod[], timeoutMs: number): Promise<Map<string, string>> {
+export function waitLeasesHeldBy(
+  http: KubeHttp,
+  ns: string,
+  leases: readonly string[],
+  pods: readonly V1Pod[],
+  timeoutMs: number,
+): Promise<Map<string, string>> {
   const names = new Set(pods.map((p) => p.metadata?.name ?? ''));
-  return waitFor(`leases ${leases.join(', ')} held by ${[...names].join(', ')}`, timeoutMs, async () => {
-    const holders = new Map<string, string>();
-    for (const lease of leases) {
-      try {
-        const l = await http.get<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`);
-        const h = l.spec?.holderIdentity ?? '';
-        if (!names.has(h)) return undefined;
-        holders.set(lease, h);
-      } catch {
-        return undefined;
+  return waitFor(
+    `leases ${leases.join(', ')} held by ${[...names].join(', ')}`,
+    timeoutMs,
+    async () => {
+      const holders = new Map<string, string>();
+      for (const lease of leases) {
+        try {
+          const l = await http.get<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`);
+          const h = l.spec?.holderIdentity ?? '';
+          if (!names.has(h)) return undefined;
+          holders.set(lease, h);
+        } catch {
+          return undefined;
+        }
       }
-    }
-    return holders;
-  }, 250);
+      return holders;
+    },
+    250,
+  );
 }
 
 /** The --v=N of the Deployment's first container that has one (the driver's own level). */

@@ -40,7 +40,10 @@ export const ClusterCSIDriver = z.object({
     uid: z.string().optional(),
     deletionTimestamp: z.string().optional(),
   }),
-  spec: z.record(z.string(), z.unknown()).nullish().transform((s) => s ?? {}),
+  spec: z
+    .record(z.string(), z.unknown())
+    .nullish()
+    .transform((s) => s ?? {}),
   status: z
     .object({
       observedGeneration: z.number().optional(),

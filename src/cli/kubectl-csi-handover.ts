@@ -59,8 +59,11 @@ export async function run(argv: readonly string[], kubectl: Kubectl, out: (s: st
   const driver = parseDriver(JSON.parse(await k(['get', 'clustercsidrivers.operator.openshift.io', args.driver, '-o', 'json'])));
   if (args.command === 'status') {
     // The operator writes a cluster-scoped object's Events to "default", as client-go does.
-    const events = parseEvents(JSON.parse(await k(['get', 'events', '-n', 'default', '-o', 'json',
-      `--field-selector=involvedObject.kind=ClusterCSIDriver,involvedObject.name=${args.driver}`])));
+    const events = parseEvents(
+      JSON.parse(
+        await k(['get', 'events', '-n', 'default', '-o', 'json', `--field-selector=involvedObject.kind=ClusterCSIDriver,involvedObject.name=${args.driver}`]),
+      ),
+    );
     out(formatStatus(driver, events, now));
     return;
   }

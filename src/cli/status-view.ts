@@ -5,11 +5,20 @@ import { formatGap, type HandoverRecord } from '../handover/measure.js';
 import { type HandoverReport, reportFromStatus } from '../handover/report.js';
 import type { TimelineInput } from '../report/timeline-svg.js';
 
-const Condition = z.object({ type: z.string(), status: z.string(), reason: z.string().optional(), message: z.string().optional(), lastTransitionTime: z.string().optional() });
+const Condition = z.object({
+  type: z.string(),
+  status: z.string(),
+  reason: z.string().optional(),
+  message: z.string().optional(),
+  lastTransitionTime: z.string().optional(),
+});
 const Driver = z.object({
   metadata: z.object({ name: z.string() }),
   spec: z.object({ managementState: z.string().optional(), logLevel: z.string().optional() }).passthrough().optional(),
-  status: z.object({ conditions: z.array(Condition).nullish() }).passthrough().optional(),
+  status: z
+    .object({ conditions: z.array(Condition).nullish() })
+    .passthrough()
+    .optional(),
 });
 export type DriverObject = z.infer<typeof Driver>;
 
@@ -56,7 +65,12 @@ export function age(ms: number, now: number): string {
 /** Left-aligned columns, two spaces apart; the last column is not padded. */
 export function table(rows: string[][]): string[] {
   const widths = rows.reduce<number[]>((w, r) => r.map((c, i) => Math.max(w[i] ?? 0, c.length)), []);
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0))).join('  ').trimEnd());
+  return rows.map((r) =>
+    r
+      .map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i] ?? 0)))
+      .join('  ')
+      .trimEnd(),
+  );
 }
 
 const EVENT_TEXT = 140;
@@ -70,9 +84,12 @@ export function formatStatus(d: DriverObject, events: readonly EventObject[], no
   out.push('');
   if (conditions.length === 0) out.push('No conditions yet: the operator has not reconciled this driver (is it running?).');
   else {
-    out.push(...table([['CONDITION', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'], ...conditions.map((c) => [
-      c.type, c.status, c.reason ?? '', c.lastTransitionTime ? age(Date.parse(c.lastTransitionTime), now) : '', c.message ?? '',
-    ])]));
+    out.push(
+      ...table([
+        ['CONDITION', 'STATUS', 'REASON', 'SINCE', 'MESSAGE'],
+        ...conditions.map((c) => [c.type, c.status, c.reason ?? '', c.lastTransitionTime ? age(Date.parse(c.lastTransitionTime), now) : '', c.message ?? '']),
+      ]),
+    );
   }
   const report = driverReport(d);
   out.push('');
@@ -81,18 +98,34 @@ export function formatStatus(d: DriverObject, events: readonly EventObject[], no
     const largest = Math.max(...report.leases.map((h) => h.gapMs ?? -1));
     const last = Math.max(...report.leases.map((h) => h.acquiredAt));
     out.push(`Last rollout: ${report.leases.length} lease(s), completed ${age(last, now)} ago, largest gap ${largest >= 0 ? formatGap(largest) : 'not timed'}`);
-    out.push(...table([['LEASE', 'OLD HOLDER', '', 'NEW HOLDER', 'GAP', 'RELEASED BY'], ...report.leases.map((h) => [
-      `${h.namespace}/${h.lease}`, h.oldHolder, '→', h.newHolder, gapText(h), h.releasedBy === 'expiry' ? 'nobody (expired)' : h.releasedBy,
-    ])]).map((l) => `  ${l}`));
+    out.push(
+      ...table([
+        ['LEASE', 'OLD HOLDER', '', 'NEW HOLDER', 'GAP', 'RELEASED BY'],
+        ...report.leases.map((h) => [
+          `${h.namespace}/${h.lease}`,
+          h.oldHolder,
+          '→',
+          h.newHolder,
+          gapText(h),
+          h.releasedBy === 'expiry' ? 'nobody (expired)' : h.releasedBy,
+        ]),
+      ]).map((l) => `  ${l}`),
+    );
     const t = report.totals;
-    out.push(`Since the operator started reporting: ${t.handovers} handover(s); released by the operator ${t.releasedByOperator}, by the holder ${t.releasedByHolder}, expired ${t.expired}`);
+    out.push(
+      `Since the operator started reporting: ${t.handovers} handover(s); released by the operator ${t.releasedByOperator}, by the holder ${t.releasedByHolder}, expired ${t.expired}`,
+    );
   }
   const recent = [...events].sort((a, b) => eventTime(b) - eventTime(a)).slice(0, 5);
   if (recent.length) {
     out.push('', 'Recent events:');
     // An Event names up to every lease of a rollout: the first line's worth here, the rest in the table above.
     const short = (m: string) => (m.length > EVENT_TEXT ? `${m.slice(0, EVENT_TEXT - 1)}…` : m);
-    out.push(...table(recent.map((e) => [age(eventTime(e), now), e.type ?? '', e.reason ?? '', e.count && e.count > 1 ? `(x${e.count})` : '', short(e.message ?? '')])).map((l) => `  ${l}`));
+    out.push(
+      ...table(
+        recent.map((e) => [age(eventTime(e), now), e.type ?? '', e.reason ?? '', e.count && e.count > 1 ? `(x${e.count})` : '', short(e.message ?? '')]),
+      ).map((l) => `  ${l}`),
+    );
   }
   return `${out.join('\n')}\n`;
 }
@@ -159,7 +192,10 @@ export function timelineSvgInput(driver: string, report: HandoverReport): Timeli
     to,
     leases: report.leases.map((h) => ({
       label: h.lease,
-      segments: [{ holder: h.oldHolder, from, to: leaderlessFrom(h) }, { holder: h.newHolder, from: h.acquiredAt, to }],
+      segments: [
+        { holder: h.oldHolder, from, to: leaderlessFrom(h) },
+        { holder: h.newHolder, from: h.acquiredAt, to },
+      ],
       gaps: h.acquiredAt > leaderlessFrom(h) ? [{ from: leaderlessFrom(h), to: h.acquiredAt }] : [],
     })),
     stops: [...stops].map(([pod, at]) => ({ pod, at })),

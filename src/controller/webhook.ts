@@ -60,13 +60,26 @@ export class WebhookController implements Part {
   private missingConfigLogged = false;
 
   constructor(private readonly d: WebhookDeps) {
-    this.queue = controllerQueue({ controller: 'webhook', metrics: d.metrics, log: d.log, id: () => KEY, backoff: { baseMs: 500, maxMs: 30_000 }, reconcile: () => this.reconcile() });
+    this.queue = controllerQueue({
+      controller: 'webhook',
+      metrics: d.metrics,
+      log: d.log,
+      id: () => KEY,
+      backoff: { baseMs: 500, maxMs: 30_000 },
+      reconcile: () => this.reconcile(),
+    });
     const onSecret = (s: V1Secret) => {
       this.load(s);
       this.enqueue();
     };
-    d.secret.on('add', onSecret).on('update', onSecret).on('delete', () => this.enqueue());
-    d.configuration?.on('add', () => this.enqueue()).on('update', () => this.enqueue()).on('delete', () => this.enqueue());
+    d.secret
+      .on('add', onSecret)
+      .on('update', onSecret)
+      .on('delete', () => this.enqueue());
+    d.configuration
+      ?.on('add', () => this.enqueue())
+      .on('update', () => this.enqueue())
+      .on('delete', () => this.enqueue());
     d.deployments.on('add', () => this.enqueue()).on('delete', () => this.enqueue());
   }
 
@@ -106,7 +119,8 @@ export class WebhookController implements Part {
     const mwc = this.d.configuration.get(this.d.configurationName);
     if (!mwc) {
       // Shipped with the manifests; without it nothing calls us. Not recreated here (an uninstall deletes it).
-      if (!this.missingConfigLogged) this.d.log.warn({ name: this.d.configurationName }, 'MutatingWebhookConfiguration not found: new pods are admitted without the handover gate');
+      if (!this.missingConfigLogged)
+        this.d.log.warn({ name: this.d.configurationName }, 'MutatingWebhookConfiguration not found: new pods are admitted without the handover gate');
       this.missingConfigLogged = true;
       return;
     }
@@ -131,15 +145,27 @@ export class WebhookController implements Part {
       nextCheckAt = step.nextCheckAt;
     }
     const namespaceSelector = namespaceSelectorFor(this.d.deployments.list().map((dep) => dep.metadata?.namespace ?? ''));
-    const stale = (mwc.webhooks ?? []).filter((w) => !sameContent(w.namespaceSelector, namespaceSelector) || (caBundle !== undefined && w.clientConfig.caBundle !== caBundle));
+    const stale = (mwc.webhooks ?? []).filter(
+      (w) => !sameContent(w.namespaceSelector, namespaceSelector) || (caBundle !== undefined && w.clientConfig.caBundle !== caBundle),
+    );
     if (stale.length) {
-      const webhooks = (mwc.webhooks ?? []).map((w) => ({ name: w.name, namespaceSelector, ...(caBundle !== undefined ? { clientConfig: { caBundle } } : {}) }));
+      const webhooks = (mwc.webhooks ?? []).map((w) => ({
+        name: w.name,
+        namespaceSelector,
+        ...(caBundle !== undefined ? { clientConfig: { caBundle } } : {}),
+      }));
       try {
         // The resourceVersion makes this an update of what we saw, never a re-creation after an uninstall.
-        await this.d.http.apply(`${MWC_PATH}/${this.d.configurationName}`, {
-          apiVersion: 'admissionregistration.k8s.io/v1', kind: 'MutatingWebhookConfiguration',
-          metadata: { name: this.d.configurationName, resourceVersion: mwc.metadata?.resourceVersion }, webhooks,
-        }, FIELD_MANAGER);
+        await this.d.http.apply(
+          `${MWC_PATH}/${this.d.configurationName}`,
+          {
+            apiVersion: 'admissionregistration.k8s.io/v1',
+            kind: 'MutatingWebhookConfiguration',
+            metadata: { name: this.d.configurationName, resourceVersion: mwc.metadata?.resourceVersion },
+            webhooks,
+          },
+          FIELD_MANAGER,
+        );
       } catch (err) {
         if (isConflict(err) || isNotFound(err)) return { requeueAfterMs: 200 };
         throw err;
@@ -151,7 +177,12 @@ export class WebhookController implements Part {
   }
 
   private async writeSecret(existing: V1Secret | undefined, next: { data: Record<string, string>; caRotatedAt: number }): Promise<void> {
-    const metadata = { ...existing?.metadata, name: this.d.secretName, namespace: this.d.namespace, annotations: { ...existing?.metadata?.annotations, [CA_ROTATED_AT]: String(next.caRotatedAt) } };
+    const metadata = {
+      ...existing?.metadata,
+      name: this.d.secretName,
+      namespace: this.d.namespace,
+      annotations: { ...existing?.metadata?.annotations, [CA_ROTATED_AT]: String(next.caRotatedAt) },
+    };
     const body = { apiVersion: 'v1', kind: 'Secret', type: 'kubernetes.io/tls', metadata, data: next.data };
     const base = `/api/v1/namespaces/${this.d.namespace}/secrets`;
     if (existing) await this.d.http.request('PUT', `${base}/${this.d.secretName}`, { body });

@@ -18,7 +18,12 @@ function containerStatus(c: V1ContainerStatus): V1ContainerStatus {
     state: c.state && {
       running: running && { startedAt: running.startedAt },
       waiting: waiting && { reason: waiting.reason },
-      terminated: terminated && { exitCode: terminated.exitCode, reason: terminated.reason, startedAt: terminated.startedAt, finishedAt: terminated.finishedAt },
+      terminated: terminated && {
+        exitCode: terminated.exitCode,
+        reason: terminated.reason,
+        startedAt: terminated.startedAt,
+        finishedAt: terminated.finishedAt,
+      },
     },
   } as V1ContainerStatus;
 }

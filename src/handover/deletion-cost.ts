@@ -13,7 +13,9 @@ export function desiredDeletionCost(leasesHeld: number): string | undefined {
 }
 
 /** A merge patch of a pod's annotations (null removes one). */
-export interface AnnotationPatch { metadata: { annotations: Record<string, string | null> } }
+export interface AnnotationPatch {
+  metadata: { annotations: Record<string, string | null> };
+}
 
 /** Whether the pod already carries every annotation the patch writes (null: absent). */
 export const carriesAnnotations = (pod: V1Pod, patch: AnnotationPatch): boolean =>

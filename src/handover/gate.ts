@@ -21,7 +21,13 @@ export const waitingFor = (pendingHolders: readonly string[]): string => `waitin
  * `pendingHolders`: the workload's leases still held by a terminating pod that is not proven dead, as
  * "lease ← pod". `waitedBefore`: this pod was already held back once (so lifting now follows a handover).
  */
-export function liftGateWhenNoHandoverPending(pod: V1Pod, pendingHolders: readonly string[], waitedBefore: boolean, now: number, timeoutMs: number): GateDecision {
+export function liftGateWhenNoHandoverPending(
+  pod: V1Pod,
+  pendingHolders: readonly string[],
+  waitedBefore: boolean,
+  now: number,
+  timeoutMs: number,
+): GateDecision {
   const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
   const ageMs = Number.isNaN(created) ? 0 : now - created;
   if (pendingHolders.length === 0) {
@@ -30,7 +36,11 @@ export function liftGateWhenNoHandoverPending(pod: V1Pod, pendingHolders: readon
       : { lift: true, reason: 'no-handover-pending', message: 'no lease of this workload is being handed over' };
   }
   if (ageMs >= timeoutMs) {
-    return { lift: true, reason: 'timeout', message: `gate held ${Math.round(ageMs / 1000)}s, longer than ${Math.round(timeoutMs / 1000)}s, while waiting for ${pendingHolders.join(', ')}: starting anyway; the lease will expire as it always did` };
+    return {
+      lift: true,
+      reason: 'timeout',
+      message: `gate held ${Math.round(ageMs / 1000)}s, longer than ${Math.round(timeoutMs / 1000)}s, while waiting for ${pendingHolders.join(', ')}: starting anyway; the lease will expire as it always did`,
+    };
   }
   return { lift: false, reason: 'handover-pending', message: waitingFor(pendingHolders) };
 }
@@ -73,7 +83,9 @@ export function gatePatch(pod: V1Pod, message: string): unknown[] | undefined {
   const gates = pod.spec?.schedulingGates;
   if (gates?.some((g) => g.name === HANDOVER_GATE)) return undefined;
   const ops = [
-    gates ? { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } } : { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
+    gates
+      ? { op: 'add', path: '/spec/schedulingGates/-', value: { name: HANDOVER_GATE } }
+      : { op: 'add', path: '/spec/schedulingGates', value: [{ name: HANDOVER_GATE }] },
   ];
   return [...ops, ...statePatch(pod, message)];
 }

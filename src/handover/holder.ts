@@ -85,9 +85,10 @@ export function resolveHolder(holderIdentity: string, pods: readonly ObservedPod
     return {
       kind: 'unresolved',
       reason: 'unknown-identity',
-      message: node !== undefined
-        ? `holder '${holderIdentity}' is the hostname of node ${node}, where none of the observed pods ran with hostNetwork`
-        : `holder '${holderIdentity}' matches none of the ${pods.length} observed pods`,
+      message:
+        node !== undefined
+          ? `holder '${holderIdentity}' is the hostname of node ${node}, where none of the observed pods ran with hostNetwork`
+          : `holder '${holderIdentity}' matches none of the ${pods.length} observed pods`,
     };
   }
   const via = onNode.length > 0 ? 'host-network-node' : hostname === holderIdentity ? 'pod-name' : 'pod-name-suffix';

@@ -98,7 +98,10 @@ const RELEASE_ORDER_SLACK_MS = 100;
  * pod let go after the release, how long it took to its first acquisition (`start`: it found the lease free);
  * for a pod let go early, whether it lost the race (`lost`). Only our own releases teach anything.
  */
-export function lessonOf(h: { releasedBy: string; releasedAt?: number; stopAt?: number; acquiredAt: number }, letGo: LetGo | undefined): { death?: number; start?: number; lost?: boolean } {
+export function lessonOf(
+  h: { releasedBy: string; releasedAt?: number; stopAt?: number; acquiredAt: number },
+  letGo: LetGo | undefined,
+): { death?: number; start?: number; lost?: boolean } {
   if (h.releasedBy !== 'operator' || h.releasedAt === undefined) return {};
   const death = h.stopAt === undefined ? undefined : h.releasedAt - h.stopAt;
   if (!letGo) return { death };

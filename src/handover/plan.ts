@@ -21,9 +21,20 @@ export type RefusalReason =
 
 /** Every refusal reason (the metrics start each at zero, so the first refusal of a kind shows as an increase). */
 export const REFUSAL_REASONS = [
-  'containers-running', 'force-deleted', 'node-not-ready', 'status-unknown', 'not-terminating',
-  'unknown-identity', 'ambiguous-identity', 'ambiguous-host-network',
-  'not-held', 'released-by-holder', 'expired', 'holder-alive', 'unresolved-holder', 'malformed-lease',
+  'containers-running',
+  'force-deleted',
+  'node-not-ready',
+  'status-unknown',
+  'not-terminating',
+  'unknown-identity',
+  'ambiguous-identity',
+  'ambiguous-host-network',
+  'not-held',
+  'released-by-holder',
+  'expired',
+  'holder-alive',
+  'unresolved-holder',
+  'malformed-lease',
 ] as const satisfies readonly RefusalReason[];
 // Compile-time check that the list above names every reason.
 const everyRefusalListed: Exclude<RefusalReason, (typeof REFUSAL_REASONS)[number]> extends never ? true : never = true;
@@ -46,7 +57,14 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
   if (decision.action === 'release') {
     const r = s.resolve({ namespace, identity: decision.holder });
     const dep = r.kind === 'pod' ? s.workloadOf(r.pod.pod) : undefined;
-    return { action: 'release', holder: decision.holder, pod: decision.pod, evidence: decision.evidence, message: decision.message, recheck: dep && { namespace: dep.metadata?.namespace ?? '', name: dep.metadata?.name ?? '' } };
+    return {
+      action: 'release',
+      holder: decision.holder,
+      pod: decision.pod,
+      evidence: decision.evidence,
+      message: decision.message,
+      recheck: dep && { namespace: dep.metadata?.namespace ?? '', name: dep.metadata?.name ?? '' },
+    };
   }
   if (decision.reason !== 'holder-alive' && decision.reason !== 'unresolved-holder' && decision.reason !== 'malformed-lease') return { action: 'none' };
   const holder = holderOf(lease);
@@ -63,7 +81,14 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
 export type PodAction =
   | { kind: 'set-deletion-cost'; pod: V1Pod; patch: AnnotationPatch }
   | { kind: 'hold'; pod: V1Pod; message: string; patch: AnnotationPatch }
-  | { kind: 'lift'; pod: V1Pod; reason: Extract<GateDecision, { lift: true }>['reason'] | 'unmanaged' | 'operator-leaving'; message: string; patch: unknown[]; warning?: { reason: string; message: string } };
+  | {
+      kind: 'lift';
+      pod: V1Pod;
+      reason: Extract<GateDecision, { lift: true }>['reason'] | 'unmanaged' | 'operator-leaving';
+      message: string;
+      patch: unknown[];
+      warning?: { reason: string; message: string };
+    };
 
 /**
  * Whether a pod action, decided on an earlier version of its pod, is already carried out on `current` (the pod as
@@ -146,21 +171,35 @@ export function planWorkload(s: HandoverSnapshot, dep: V1Deployment, now: number
     let decision: GateDecision = liftGateWhenNoHandoverPending(pod, pending, state !== undefined, now, gateTimeoutMs);
     if (!decision.lift && earlyAt !== undefined && earlyAt <= now) decision = { lift: true, reason: 'overlap', message: overlapMessage(pending) };
     if (decision.lift && decision.reason === 'handover-complete' && ranOut) {
-      decision = { lift: true, reason: 'lease-expired', message: 'the old leader’s leases ran out without it being proven dead: starting; they go to whoever asks first, as without csi-handover' };
+      decision = {
+        lift: true,
+        reason: 'lease-expired',
+        message: 'the old leader’s leases ran out without it being proven dead: starting; they go to whoever asks first, as without csi-handover',
+      };
     }
     if (!decision.lift) {
-      if (state !== decision.message) actions.push({ kind: 'hold', pod, message: decision.message, patch: { metadata: { annotations: { [HANDOVER_STATE]: decision.message } } } });
+      if (state !== decision.message)
+        actions.push({ kind: 'hold', pod, message: decision.message, patch: { metadata: { annotations: { [HANDOVER_STATE]: decision.message } } } });
       const created = Date.parse(String(pod.metadata?.creationTimestamp ?? ''));
       const left = Number.isNaN(created) ? gateTimeoutMs : created + gateTimeoutMs - now;
       // Look again at the timeout, when a pending lease runs out, or when an early start becomes safe, whichever comes first.
-      requeue = Math.min(requeue ?? Infinity, Math.max(100, left), Math.max(10, firstExpiry - now + 10), earlyAt === undefined ? Infinity : Math.max(10, earlyAt - now));
+      requeue = Math.min(
+        requeue ?? Infinity,
+        Math.max(100, left),
+        Math.max(10, firstExpiry - now + 10),
+        earlyAt === undefined ? Infinity : Math.max(10, earlyAt - now),
+      );
       continue;
     }
     // A pod that waited keeps a record of how it was let go.
     const patch = liftGatePatch(pod, state === undefined ? undefined : `started: ${decision.message}`);
     if (!patch) continue;
     actions.push({
-      kind: 'lift', pod, reason: decision.reason, message: decision.message, patch,
+      kind: 'lift',
+      pod,
+      reason: decision.reason,
+      message: decision.message,
+      patch,
       warning: decision.reason === 'timeout' ? { reason: 'HandoverGateTimeout', message: decision.message } : undefined,
     });
   }

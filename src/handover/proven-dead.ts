@@ -37,8 +37,9 @@ function leaseCapableContainers(pod: V1Pod): LeaseCapableContainer[] {
 function containerActivity(pod: V1Pod): ContainerActivity {
   const s = pod.status;
   // Any process still running in the pod (an init or ephemeral container too) rules out death.
-  const running = [...(s?.containerStatuses ?? []), ...(s?.initContainerStatuses ?? []), ...(s?.ephemeralContainerStatuses ?? [])]
-    .find((c) => c.state?.running != null);
+  const running = [...(s?.containerStatuses ?? []), ...(s?.initContainerStatuses ?? []), ...(s?.ephemeralContainerStatuses ?? [])].find(
+    (c) => c.state?.running != null,
+  );
   if (running) return { kind: 'running', container: running.name };
   const capable = leaseCapableContainers(pod);
   if (capable.length === 0) return { kind: 'unknown', container: '(none in spec)' };
@@ -89,7 +90,8 @@ export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): 
 
   if (p.gone) {
     if (!deleting) return notDead('force-deleted', `${ref} was deleted without a graceful deletion ever observed`);
-    if (!graceful) return notDead('force-deleted', `${ref} was deleted with grace period 0 and no graceful deletion observed before: its processes may still run`);
+    if (!graceful)
+      return notDead('force-deleted', `${ref} was deleted with grace period 0 and no graceful deletion observed before: its processes may still run`);
     switch (activity.kind) {
       case 'running':
       case 'waiting':
@@ -97,7 +99,11 @@ export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): 
       case 'unknown':
         return notDead('status-unknown', `${ref} was deleted, and container ${activity.container} never reported terminated`);
       case 'all-terminated':
-        return { dead: true, evidence: 'deleted-after-containers-terminated', message: `${ref} was deleted after a graceful deletion in which the kubelet reported every container terminated` };
+        return {
+          dead: true,
+          evidence: 'deleted-after-containers-terminated',
+          message: `${ref} was deleted after a graceful deletion in which the kubelet reported every container terminated`,
+        };
     }
   }
 

@@ -80,5 +80,8 @@ export function decideRelease(lease: V1Lease, pods: readonly ObservedPod[], node
 
 /** client-go's release record for this lease at `now`: no holder, 1s, acquire and renew times now, transitions unchanged. */
 export function releaseRecord(spec: V1LeaseSpec, now: number): LeaseRecord {
-  return releasedRecord({ holderIdentity: spec.holderIdentity ?? '', leaseDurationSeconds: spec.leaseDurationSeconds ?? 0, leaseTransitions: spec.leaseTransitions ?? 0 }, now);
+  return releasedRecord(
+    { holderIdentity: spec.holderIdentity ?? '', leaseDurationSeconds: spec.leaseDurationSeconds ?? 0, leaseTransitions: spec.leaseTransitions ?? 0 },
+    now,
+  );
 }

@@ -5,7 +5,12 @@
 import { z } from 'zod';
 import { formatGap, type HandoverRecord } from './measure.js';
 
-export interface HandoverTotals { handovers: number; releasedByOperator: number; releasedByHolder: number; expired: number }
+export interface HandoverTotals {
+  handovers: number;
+  releasedByOperator: number;
+  releasedByHolder: number;
+  expired: number;
+}
 export interface HandoverReport {
   /** the last handover of each lease, by namespace then name */
   leases: HandoverRecord[];
@@ -22,8 +27,9 @@ export function withHandover(report: HandoverReport | undefined, h: HandoverReco
   if (h.releasedBy === 'operator') totals.releasedByOperator++;
   else if (h.releasedBy === 'holder') totals.releasedByHolder++;
   else totals.expired++;
-  const leases = [...(report?.leases ?? []).filter((x) => !same(x)), h]
-    .sort((a, b) => a.namespace.localeCompare(b.namespace) || a.lease.localeCompare(b.lease));
+  const leases = [...(report?.leases ?? []).filter((x) => !same(x)), h].sort(
+    (a, b) => a.namespace.localeCompare(b.namespace) || a.lease.localeCompare(b.lease),
+  );
   return { leases, totals };
 }
 
@@ -84,26 +90,31 @@ export function handoverStatus(report: HandoverReport): Record<string, unknown> 
   };
 }
 
-const time = z.string().optional().transform((s, ctx) => {
-  if (s === undefined) return undefined;
-  const ms = Date.parse(s);
-  if (Number.isNaN(ms)) ctx.addIssue({ code: 'custom', message: `not a time: ${s}` });
-  return ms;
-});
+const time = z
+  .string()
+  .optional()
+  .transform((s, ctx) => {
+    if (s === undefined) return undefined;
+    const ms = Date.parse(s);
+    if (Number.isNaN(ms)) ctx.addIssue({ code: 'custom', message: `not a time: ${s}` });
+    return ms;
+  });
 const count = z.number().int().nonnegative();
 const HandoverStatus = z.object({
   lastRollout: z.object({
-    leases: z.array(z.object({
-      lease: z.string(),
-      namespace: z.string(),
-      oldHolder: z.string(),
-      newHolder: z.string(),
-      stopTime: time,
-      releaseTime: time,
-      acquireTime: time,
-      releasedBy: z.enum(['holder', 'operator', 'expiry']),
-      gapSeconds: z.number().nonnegative().optional(),
-    })),
+    leases: z.array(
+      z.object({
+        lease: z.string(),
+        namespace: z.string(),
+        oldHolder: z.string(),
+        newHolder: z.string(),
+        stopTime: time,
+        releaseTime: time,
+        acquireTime: time,
+        releasedBy: z.enum(['holder', 'operator', 'expiry']),
+        gapSeconds: z.number().nonnegative().optional(),
+      }),
+    ),
   }),
   totals: z.object({ handovers: count, releasedByOperator: count, releasedByHolder: count, expired: count }),
 });
@@ -112,18 +123,34 @@ const HandoverStatus = z.object({
 export function reportFromStatus(status: unknown): HandoverReport | undefined {
   const parsed = HandoverStatus.safeParse((status as { handover?: unknown } | undefined)?.handover);
   if (!parsed.success) return undefined;
-  const leases = parsed.data.lastRollout.leases.flatMap((l): HandoverRecord[] => (l.acquireTime === undefined ? [] : [{
-    namespace: l.namespace, lease: l.lease, oldHolder: l.oldHolder, newHolder: l.newHolder,
-    stopAt: l.stopTime, releasedAt: l.releaseTime, releasedBy: l.releasedBy, acquiredAt: l.acquireTime,
-    gapMs: l.gapSeconds === undefined ? undefined : l.gapSeconds * 1000,
-  }]));
+  const leases = parsed.data.lastRollout.leases.flatMap((l): HandoverRecord[] =>
+    l.acquireTime === undefined
+      ? []
+      : [
+          {
+            namespace: l.namespace,
+            lease: l.lease,
+            oldHolder: l.oldHolder,
+            newHolder: l.newHolder,
+            stopAt: l.stopTime,
+            releasedAt: l.releaseTime,
+            releasedBy: l.releasedBy,
+            acquiredAt: l.acquireTime,
+            gapMs: l.gapSeconds === undefined ? undefined : l.gapSeconds * 1000,
+          },
+        ],
+  );
   return leases.length ? { leases, totals: parsed.data.totals } : undefined;
 }
 
 // Two replicas see the same handover a few milliseconds apart.
 const SAME_HANDOVER_MS = 10_000;
 const sameHandover = (a: HandoverRecord, b: HandoverRecord): boolean =>
-  a.namespace === b.namespace && a.lease === b.lease && a.oldHolder === b.oldHolder && a.newHolder === b.newHolder && Math.abs(a.acquiredAt - b.acquiredAt) < SAME_HANDOVER_MS;
+  a.namespace === b.namespace &&
+  a.lease === b.lease &&
+  a.oldHolder === b.oldHolder &&
+  a.newHolder === b.newHolder &&
+  Math.abs(a.acquiredAt - b.acquiredAt) < SAME_HANDOVER_MS;
 
 /**
  * Every driver's report. The leader's is the CR's (seeded from its status.handover the first time it is asked

@@ -50,7 +50,10 @@ export class HandoverSnapshot {
   private readonly candidates = new Map<string, ObservedPod[]>();
   private readonly resolved = new Map<string, HolderResolution>();
 
-  constructor(private readonly src: HandoverSource, readonly now: number) {}
+  constructor(
+    private readonly src: HandoverSource,
+    readonly now: number,
+  ) {}
 
   get nodes(): ReadonlyMap<string, V1Node> {
     return this.src.nodes;
@@ -87,7 +90,9 @@ export class HandoverSnapshot {
   candidatesFor(leaseNamespace: string): readonly ObservedPod[] {
     let pods = this.candidates.get(leaseNamespace);
     if (!pods) {
-      pods = this.deployments().filter((d) => namespacesOfTemplate(d).includes(leaseNamespace)).flatMap((d) => this.podsOf(d));
+      pods = this.deployments()
+        .filter((d) => namespacesOfTemplate(d).includes(leaseNamespace))
+        .flatMap((d) => this.podsOf(d));
       this.candidates.set(leaseNamespace, pods);
     }
     return pods;
@@ -127,10 +132,13 @@ export class HandoverSnapshot {
 /** A snapshot over plain arrays (tests, tools). */
 export function snapshotOf(s: { deployments: V1Deployment[]; pods: ObservedPod[]; leases: V1Lease[]; nodes: V1Node[] }, now: number): HandoverSnapshot {
   const nodes = new Map(s.nodes.map((n) => [n.metadata?.name ?? '', n]));
-  return new HandoverSnapshot({
-    deployments: () => s.deployments,
-    podsIn: (ns) => s.pods.filter((p) => p.pod.metadata?.namespace === ns),
-    leasesIn: (ns) => s.leases.filter((l) => l.metadata?.namespace === ns),
-    nodes,
-  }, now);
+  return new HandoverSnapshot(
+    {
+      deployments: () => s.deployments,
+      podsIn: (ns) => s.pods.filter((p) => p.pod.metadata?.namespace === ns),
+      leasesIn: (ns) => s.leases.filter((l) => l.metadata?.namespace === ns),
+      nodes,
+    },
+    now,
+  );
 }

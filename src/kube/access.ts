@@ -25,12 +25,18 @@ export const DAEMONSET_UPDATE: WriteNeed = { verb: 'update', group: 'apps', reso
 const REMEMBER_ALLOWED_MS = 10 * 60_000;
 export const DENIAL_REMEMBERED_MS = 30_000;
 
-interface Review { status?: { allowed?: boolean } }
+interface Review {
+  status?: { allowed?: boolean };
+}
 
 export class WriteAccess {
   private readonly answers = new Map<string, { allowed: boolean; at: number }>();
 
-  constructor(private readonly http: KubeHttp, private readonly log: Logger, private readonly now: Clock) {}
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly log: Logger,
+    private readonly now: Clock,
+  ) {}
 
   /** The needs that are denied in `namespace`, as far as the API server said lately. */
   async denied(namespace: string, needs: readonly WriteNeed[]): Promise<WriteNeed[]> {
@@ -53,10 +59,13 @@ export class WriteAccess {
     const known = this.answers.get(key);
     if (known && now - known.at < (known.allowed ? REMEMBER_ALLOWED_MS : DENIAL_REMEMBERED_MS)) return known.allowed;
     try {
-      const review = await this.http.request<Review>('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', { body: {
-        apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview',
-        spec: { resourceAttributes: { namespace, verb: need.verb, group: need.group, resource: need.resource } },
-      } });
+      const review = await this.http.request<Review>('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
+        body: {
+          apiVersion: 'authorization.k8s.io/v1',
+          kind: 'SelfSubjectAccessReview',
+          spec: { resourceAttributes: { namespace, verb: need.verb, group: need.group, resource: need.resource } },
+        },
+      });
       const allowed = review.status?.allowed === true;
       this.answers.set(key, { allowed, at: now });
       return allowed;

@@ -58,7 +58,11 @@ export function fileToken(path: string, now: () => number = Date.now, read: (p: 
 }
 
 /** In a pod: the API server from the service env, the CA and the rotated token from the service account volume. */
-export function inClusterAccess(env: NodeJS.ProcessEnv, dir = SERVICE_ACCOUNT_DIR, read: (p: string) => string = (p) => readFileSync(p, 'utf8')): ClusterAccess {
+export function inClusterAccess(
+  env: NodeJS.ProcessEnv,
+  dir = SERVICE_ACCOUNT_DIR,
+  read: (p: string) => string = (p) => readFileSync(p, 'utf8'),
+): ClusterAccess {
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
   if (!host || !port) throw new Error('not running in a pod: KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are unset (pass --kubeconfig)');

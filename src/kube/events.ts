@@ -35,7 +35,9 @@ export class EventRecorder {
     const ns = target.namespace || 'default';
     const now = kubeTime(this.now());
     // Remembered by digest: messages run to a kilobyte and 4,096 of them would keep megabytes for nothing.
-    const key = createHash('sha256').update(JSON.stringify([target.apiVersion, target.kind, ns, target.name, target.uid ?? '', type, reason, message])).digest('base64');
+    const key = createHash('sha256')
+      .update(JSON.stringify([target.apiVersion, target.kind, ns, target.name, target.uid ?? '', type, reason, message]))
+      .digest('base64');
     try {
       const seen = this.written.get(key);
       if (seen) {
@@ -48,21 +50,23 @@ export class EventRecorder {
         }
       }
       const name = `${target.name}.${randomBytes(8).toString('hex')}`;
-      await this.http.request('POST', `/api/v1/namespaces/${ns}/events`, { body: {
-        apiVersion: 'v1',
-        kind: 'Event',
-        metadata: { name, namespace: ns },
-        involvedObject: { apiVersion: target.apiVersion, kind: target.kind, name: target.name, namespace: target.namespace || undefined, uid: target.uid },
-        type,
-        reason,
-        message,
-        source: { component: 'csi-handover' },
-        reportingComponent: 'csi-handover',
-        reportingInstance: this.instance,
-        firstTimestamp: now,
-        lastTimestamp: now,
-        count: 1,
-      } });
+      await this.http.request('POST', `/api/v1/namespaces/${ns}/events`, {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { name, namespace: ns },
+          involvedObject: { apiVersion: target.apiVersion, kind: target.kind, name: target.name, namespace: target.namespace || undefined, uid: target.uid },
+          type,
+          reason,
+          message,
+          source: { component: 'csi-handover' },
+          reportingComponent: 'csi-handover',
+          reportingInstance: this.instance,
+          firstTimestamp: now,
+          lastTimestamp: now,
+          count: 1,
+        },
+      });
       this.remember(key, { name, count: 1 });
     } catch (err) {
       this.log.warn({ err: String(err), reason, object: `${target.kind}/${target.name}` }, 'could not record event');

@@ -80,9 +80,18 @@ export class KubeHttp {
   ) {
     const tls = new URL(access.server).protocol === 'https:';
     // Keep-alive connections, one per concurrent request or watch (HTTP/1.1, as client-go without HTTP/2).
-    this.agent = shared?.agent ?? (tls
-      ? new HttpsAgent({ keepAlive: true, ca: access.ca, cert: access.cert, key: access.key, servername: access.serverName, rejectUnauthorized: !access.insecureSkipTLSVerify })
-      : new HttpAgent({ keepAlive: true }));
+    this.agent =
+      shared?.agent ??
+      (tls
+        ? new HttpsAgent({
+            keepAlive: true,
+            ca: access.ca,
+            cert: access.cert,
+            key: access.key,
+            servername: access.serverName,
+            rejectUnauthorized: !access.insecureSkipTLSVerify,
+          })
+        : new HttpAgent({ keepAlive: true }));
     this.send1 = shared?.send1 ?? (tls ? httpsRequest : httpRequest);
   }
 
@@ -103,7 +112,8 @@ export class KubeHttp {
     if (body !== undefined) all['content-length'] = Buffer.byteLength(body);
     return new Promise((resolve, reject) => {
       const req = this.send1(url, { method, headers: all, agent: this.agent, signal }, (res) =>
-        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', body: res }));
+        resolve({ status: res.statusCode ?? 0, statusText: res.statusMessage ?? '', body: res }),
+      );
       req.on('error', reject);
       req.end(body);
     });
@@ -137,7 +147,12 @@ export class KubeHttp {
    * (resolves) or it fails, is aborted, does not open within `openTimeoutMs` (WATCH_OPEN_TIMEOUT_MS) or stays
    * silent for `idleMs` (rejects). Counted as one WATCH request.
    */
-  async watch(path: string, query: Query, onEvent: WatchHandler, opts: { signal?: AbortSignal; idleMs?: number; openTimeoutMs?: number; onOpen?: () => void } = {}): Promise<void> {
+  async watch(
+    path: string,
+    query: Query,
+    onEvent: WatchHandler,
+    opts: { signal?: AbortSignal; idleMs?: number; openTimeoutMs?: number; onOpen?: () => void } = {},
+  ): Promise<void> {
     const url = this.url(path, { ...query, watch: true });
     const abort = new AbortController();
     const onAbort = () => abort.abort(opts.signal?.reason);

@@ -32,8 +32,7 @@ export function withoutManagedFields<O extends KubernetesObject>(obj: O): O {
   return obj;
 }
 
-export const keyOf = (o: KubernetesObject): string =>
-  o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata?.name ?? ''}` : (o.metadata?.name ?? '');
+export const keyOf = (o: KubernetesObject): string => (o.metadata?.namespace ? `${o.metadata.namespace}/${o.metadata?.name ?? ''}` : (o.metadata?.name ?? ''));
 
 /** What consumers of a cache need: events, lookups by key, and the whole list. */
 export interface InformerView<T> {

@@ -8,25 +8,41 @@ import { type ClusterAccess, fileToken, fixedToken, noToken } from './config.js'
 
 const KubeconfigFile = z.object({
   'current-context': z.string().optional(),
-  clusters: z.array(z.object({ name: z.string(), cluster: z.object({
-    server: z.string().url(),
-    'certificate-authority': z.string().optional(),
-    'certificate-authority-data': z.string().optional(),
-    'insecure-skip-tls-verify': z.boolean().optional(),
-    'tls-server-name': z.string().optional(),
-    'proxy-url': z.string().optional(),
-  }) })).default([]),
-  users: z.array(z.object({ name: z.string(), user: z.object({
-    'client-certificate': z.string().optional(),
-    'client-certificate-data': z.string().optional(),
-    'client-key': z.string().optional(),
-    'client-key-data': z.string().optional(),
-    token: z.string().optional(),
-    tokenFile: z.string().optional(),
-    username: z.string().optional(),
-    exec: z.unknown().optional(),
-    'auth-provider': z.unknown().optional(),
-  }).nullish() })).default([]),
+  clusters: z
+    .array(
+      z.object({
+        name: z.string(),
+        cluster: z.object({
+          server: z.string().url(),
+          'certificate-authority': z.string().optional(),
+          'certificate-authority-data': z.string().optional(),
+          'insecure-skip-tls-verify': z.boolean().optional(),
+          'tls-server-name': z.string().optional(),
+          'proxy-url': z.string().optional(),
+        }),
+      }),
+    )
+    .default([]),
+  users: z
+    .array(
+      z.object({
+        name: z.string(),
+        user: z
+          .object({
+            'client-certificate': z.string().optional(),
+            'client-certificate-data': z.string().optional(),
+            'client-key': z.string().optional(),
+            'client-key-data': z.string().optional(),
+            token: z.string().optional(),
+            tokenFile: z.string().optional(),
+            username: z.string().optional(),
+            exec: z.unknown().optional(),
+            'auth-provider': z.unknown().optional(),
+          })
+          .nullish(),
+      }),
+    )
+    .default([]),
   contexts: z.array(z.object({ name: z.string(), context: z.object({ cluster: z.string(), user: z.string().optional() }) })).default([]),
 });
 
@@ -41,9 +57,11 @@ export function kubeconfigAccess(path: string, read: (p: string) => string = (p)
   const contextName = kc['current-context'] ?? (kc.contexts.length === 1 ? kc.contexts[0]?.name : undefined) ?? fail('no current-context');
   const context = kc.contexts.find((c) => c.name === contextName)?.context ?? fail(`context "${contextName}" is not defined`);
   const cluster = kc.clusters.find((c) => c.name === context.cluster)?.cluster ?? fail(`cluster "${context.cluster}" is not defined`);
-  const user = context.user === undefined ? {} : (kc.users.find((u) => u.name === context.user) ?? fail(`user "${context.user}" is not defined`)).user ?? {};
+  const user = context.user === undefined ? {} : ((kc.users.find((u) => u.name === context.user) ?? fail(`user "${context.user}" is not defined`)).user ?? {});
   if (user.exec !== undefined || user['auth-provider'] !== undefined || user.username !== undefined) {
-    fail(`user "${context.user}" authenticates with ${user.exec !== undefined ? 'an exec plugin' : user['auth-provider'] !== undefined ? 'an auth provider' : 'a username'}, which this operator does not support: use a client certificate or a token`);
+    fail(
+      `user "${context.user}" authenticates with ${user.exec !== undefined ? 'an exec plugin' : user['auth-provider'] !== undefined ? 'an auth provider' : 'a username'}, which this operator does not support: use a client certificate or a token`,
+    );
   }
   if (cluster['proxy-url']) fail(`cluster "${context.cluster}" goes through proxy-url, which this operator does not support`);
   const base = dirname(path);

@@ -14,11 +14,7 @@ export interface Observation {
   observedAt: number;
 }
 
-export type Decision =
-  | { kind: 'create' }
-  | { kind: 'acquire' }
-  | { kind: 'renew' }
-  | { kind: 'wait'; retryAt: number; holder: string };
+export type Decision = { kind: 'create' } | { kind: 'acquire' } | { kind: 'renew' } | { kind: 'wait'; retryAt: number; holder: string };
 
 /**
  * client-go tryAcquireOrRenew: no lease → create it; our own → renew; empty holder (released) → acquire at
@@ -47,6 +43,12 @@ export function jitteredRetry(t: ElectionTimings, random: number): number {
 
 /** A record changed when any field differs: the moment to restart the expiry clock (client-go compares bytes). */
 export function recordChanged(a: LeaseRecord | undefined, b: LeaseRecord): boolean {
-  return !a || a.holderIdentity !== b.holderIdentity || a.renewTime !== b.renewTime || a.acquireTime !== b.acquireTime ||
-    a.leaseDurationSeconds !== b.leaseDurationSeconds || a.leaseTransitions !== b.leaseTransitions;
+  return (
+    !a ||
+    a.holderIdentity !== b.holderIdentity ||
+    a.renewTime !== b.renewTime ||
+    a.acquireTime !== b.acquireTime ||
+    a.leaseDurationSeconds !== b.leaseDurationSeconds ||
+    a.leaseTransitions !== b.leaseTransitions
+  );
 }

@@ -137,7 +137,12 @@ export class LeaderElector {
         this.observe(created, 'get');
       } else {
         const updated = await http.request('PUT', `${this.path}/${this.o.name}`, {
-          body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace, resourceVersion: this.resourceVersion }, spec: record },
+          body: {
+            apiVersion: 'coordination.k8s.io/v1',
+            kind: 'Lease',
+            metadata: { name: this.o.name, namespace: this.o.namespace, resourceVersion: this.resourceVersion },
+            spec: record,
+          },
         });
         this.observe(updated, 'get');
       }
@@ -191,7 +196,12 @@ export class LeaderElector {
     if (current.spec.holderIdentity !== this.o.identity) return false;
     const record: LeaseRecord = releasedRecord(current.spec, this.now());
     await this.o.http.request('PUT', `${this.path}/${this.o.name}`, {
-      body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: this.o.name, namespace: this.o.namespace, resourceVersion: current.metadata.resourceVersion }, spec: record },
+      body: {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name: this.o.name, namespace: this.o.namespace, resourceVersion: current.metadata.resourceVersion },
+        spec: record,
+      },
     });
     this.o.log.info({ lease: this.o.name }, 'released leadership');
     return true;

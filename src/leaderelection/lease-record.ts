@@ -3,11 +3,24 @@
 import { z } from 'zod';
 
 export const LeaseRecord = z.object({
-  holderIdentity: z.string().nullish().transform((v) => v ?? ''),
-  leaseDurationSeconds: z.number().int().nonnegative().nullish().transform((v) => v ?? 0),
+  holderIdentity: z
+    .string()
+    .nullish()
+    .transform((v) => v ?? ''),
+  leaseDurationSeconds: z
+    .number()
+    .int()
+    .nonnegative()
+    .nullish()
+    .transform((v) => v ?? 0),
   acquireTime: z.string().nullish(),
   renewTime: z.string().nullish(),
-  leaseTransitions: z.number().int().nonnegative().nullish().transform((v) => v ?? 0),
+  leaseTransitions: z
+    .number()
+    .int()
+    .nonnegative()
+    .nullish()
+    .transform((v) => v ?? 0),
 });
 export type LeaseRecord = z.infer<typeof LeaseRecord>;
 

@@ -2,10 +2,7 @@
 import type { V1Container, V1PodSpec } from '@kubernetes/client-node';
 
 export type ArgsRewrite =
-  | { kind: 'unchanged' }
-  | { kind: 'changed'; args: string[]; from: number[] }
-  | { kind: 'absent' }
-  | { kind: 'malformed'; reason: string };
+  { kind: 'unchanged' } | { kind: 'changed'; args: string[]; from: number[] } | { kind: 'absent' } | { kind: 'malformed'; reason: string };
 
 export interface ContainerPlan {
   container: string;
@@ -14,10 +11,7 @@ export interface ContainerPlan {
   result: ArgsRewrite;
 }
 
-export type PodSpecRewrite =
-  | { kind: 'unchanged' }
-  | { kind: 'changed'; spec: V1PodSpec; containers: string[] }
-  | { kind: 'malformed'; reasons: string[] };
+export type PodSpecRewrite = { kind: 'unchanged' } | { kind: 'changed'; spec: V1PodSpec; containers: string[] } | { kind: 'malformed'; reasons: string[] };
 
 const SEPARATE_VALUE_FLAGS: readonly string[] = ['--v', '-v'];
 const JOINED_VALUE_PREFIXES: readonly string[] = ['--v=', '-v='];
@@ -64,10 +58,7 @@ export function rewriteVerbosity(args: readonly string[], target: number): ArgsR
 }
 
 function containersOf(spec: V1PodSpec): { container: V1Container; init: boolean }[] {
-  return [
-    ...(spec.initContainers ?? []).map((container) => ({ container, init: true })),
-    ...spec.containers.map((container) => ({ container, init: false })),
-  ];
+  return [...(spec.initContainers ?? []).map((container) => ({ container, init: true })), ...spec.containers.map((container) => ({ container, init: false }))];
 }
 
 // args first: the kubelet runs command followed by args, and klog takes the last --v it sees.
@@ -87,9 +78,7 @@ export function rewritePodSpecVerbosity(spec: V1PodSpec, target: number): PodSpe
   const rewritten = structuredClone(spec);
   // Planned on the copy so each plan is applied to the very container it was made from.
   const planned = containersOf(rewritten).map(({ container, init }) => ({ container, plan: planFor(container, init, target) }));
-  const reasons = planned.flatMap(({ plan }) =>
-    plan.result.kind === 'malformed' ? [`container "${plan.container}": ${plan.result.reason}`] : [],
-  );
+  const reasons = planned.flatMap(({ plan }) => (plan.result.kind === 'malformed' ? [`container "${plan.container}": ${plan.result.reason}`] : []));
   // A flag we cannot read might be the one that matters, so nothing is changed until every container is understood.
   if (reasons.length > 0) return { kind: 'malformed', reasons };
   const changed: string[] = [];

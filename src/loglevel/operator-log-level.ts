@@ -11,7 +11,10 @@ export class OperatorLogLevel {
   private readonly asked = new Map<string, LogLevel>();
   private readonly floor: PinoLevel;
 
-  constructor(private readonly log: Logger, started: string) {
+  constructor(
+    private readonly log: Logger,
+    started: string,
+  ) {
     this.floor = started === 'debug' || started === 'trace' ? started : 'info';
   }
 

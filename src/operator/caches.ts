@@ -1,7 +1,17 @@
 // Every cache the operator reads, started in every replica so a standby that takes over has warm state. Leases
 // are small and written back whole on release: cached without their managedFields only. Pods and nodes are many
 // and only read (or patched): cached as the fields decisions read (src/handover/cached.ts).
-import type { KubernetesObject, V1DaemonSet, V1Deployment, V1Lease, V1MutatingWebhookConfiguration, V1Node, V1Pod, V1Secret, V1StatefulSet } from '@kubernetes/client-node';
+import type {
+  KubernetesObject,
+  V1DaemonSet,
+  V1Deployment,
+  V1Lease,
+  V1MutatingWebhookConfiguration,
+  V1Node,
+  V1Pod,
+  V1Secret,
+  V1StatefulSet,
+} from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { COLLECTION_PATH } from '../api/clustercsidriver.js';
 import { DRIVER_LABEL } from '../api/names.js';
@@ -48,10 +58,15 @@ export class Caches {
     this.pods = perScope<V1Pod>((s) => `/api/v1${s}/pods`, { transform: podForCache });
     this.nodes = make<V1Node>('/api/v1/nodes', { transform: nodeForCache });
     const ns = cfg.leaderElectionNamespace;
-    this.webhookSecret = cfg.webhookPort > 0 ? make<V1Secret>(`/api/v1/namespaces/${ns}/secrets`, { fieldSelector: `metadata.name=${cfg.webhookSecret}` }) : undefined;
-    this.webhookConfiguration = cfg.webhookPort > 0 && cfg.webhookCertSource !== 'olm'
-      ? make<V1MutatingWebhookConfiguration>('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', { fieldSelector: `metadata.name=${cfg.webhookConfiguration}`, transform: withoutManagedFields })
-      : undefined;
+    this.webhookSecret =
+      cfg.webhookPort > 0 ? make<V1Secret>(`/api/v1/namespaces/${ns}/secrets`, { fieldSelector: `metadata.name=${cfg.webhookSecret}` }) : undefined;
+    this.webhookConfiguration =
+      cfg.webhookPort > 0 && cfg.webhookCertSource !== 'olm'
+        ? make<V1MutatingWebhookConfiguration>('/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations', {
+            fieldSelector: `metadata.name=${cfg.webhookConfiguration}`,
+            transform: withoutManagedFields,
+          })
+        : undefined;
   }
 
   start(): void {

@@ -50,32 +50,61 @@ export class Operator {
     // Whether it may write in a driver's namespace (ClusterRole csi-handover-driver is bound there per namespace).
     const access = new WriteAccess(http, log.child({ component: 'access' }), systemClock);
     const drivers = new ClusterCSIDriverController({
-      ...common, ...caches, log, mode: cfg.mode, access, handoverReport: (driver) => reports.get(driver),
+      ...common,
+      ...caches,
+      log,
+      mode: cfg.mode,
+      access,
+      handoverReport: (driver) => reports.get(driver),
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       operatorLogLevel: new OperatorLogLevel(log, cfg.logLevel),
     });
     this.handover = new HandoverController({
-      ...common, ...caches, log: log.child({ controller: 'handover' }), events: new EventRecorder(http, log, cfg.identity),
-      deployments: () => caches.deployments.list(), gateTimeoutMs: cfg.gateTimeout, earlyStart: cfg.earlyStart,
-      reports, onReportChanged: (driver) => drivers.statusChanged(driver), access,
+      ...common,
+      ...caches,
+      log: log.child({ controller: 'handover' }),
+      events: new EventRecorder(http, log, cfg.identity),
+      deployments: () => caches.deployments.list(),
+      gateTimeoutMs: cfg.gateTimeout,
+      earlyStart: cfg.earlyStart,
+      reports,
+      onReportChanged: (driver) => drivers.statusChanged(driver),
+      access,
     });
     this.parts = [drivers, this.handover];
     if (caches.webhookSecret) {
       const ns = cfg.leaderElectionNamespace;
       const handover = this.handover;
-      this.webhookServer = new WebhookServer({ log: log.child({ component: 'webhook' }), metrics, gating: cfg.handoverGate, decide: (pod, signal) => handover.admission.admit(pod, signal) });
+      this.webhookServer = new WebhookServer({
+        log: log.child({ component: 'webhook' }),
+        metrics,
+        gating: cfg.handoverGate,
+        decide: (pod, signal) => handover.admission.admit(pod, signal),
+      });
       this.webhook = new WebhookController({
-        ...common, log: log.child({ controller: 'webhook' }), server: this.webhookServer,
-        port: cfg.webhookPort, host: cfg.bindAddress, certSource: cfg.webhookCertSource,
-        namespace: ns, secretName: cfg.webhookSecret, configurationName: cfg.webhookConfiguration,
+        ...common,
+        log: log.child({ controller: 'webhook' }),
+        server: this.webhookServer,
+        port: cfg.webhookPort,
+        host: cfg.bindAddress,
+        certSource: cfg.webhookCertSource,
+        namespace: ns,
+        secretName: cfg.webhookSecret,
+        configurationName: cfg.webhookConfiguration,
         policy: { dnsNames: serviceDnsNames(cfg.webhookService, ns), validityMs: cfg.webhookCertValidity },
-        secret: caches.webhookSecret, configuration: caches.webhookConfiguration, deployments: caches.deployments,
+        secret: caches.webhookSecret,
+        configuration: caches.webhookConfiguration,
+        deployments: caches.deployments,
       });
       this.parts.push(this.webhook);
     }
     if (cfg.leaderElection) {
       this.elector = new LeaderElector({
-        http: http.observedBy(countRequestsOf(metrics, 'leader-election')), log, namespace: cfg.leaderElectionNamespace, name: cfg.leaseName, identity: cfg.identity,
+        http: http.observedBy(countRequestsOf(metrics, 'leader-election')),
+        log,
+        namespace: cfg.leaderElectionNamespace,
+        name: cfg.leaseName,
+        identity: cfg.identity,
         timings: { leaseDurationMs: cfg.leaseDuration, renewDeadlineMs: cfg.renewDeadline, retryPeriodMs: cfg.retryPeriod },
         onStartedLeading: () => this.startLeading(),
         onStoppedLeading: () => void this.stepDown(),

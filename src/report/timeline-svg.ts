@@ -32,7 +32,7 @@ const MAX_TICKS = 12;
 
 export function renderTimeline(input: TimelineInput): string {
   const span = Math.max(1, input.to - input.from);
-  const x = (t: number) => PLOT_LEFT + (Math.min(Math.max(t, input.from), input.to) - input.from) / span * (PLOT_RIGHT - PLOT_LEFT);
+  const x = (t: number) => PLOT_LEFT + ((Math.min(Math.max(t, input.from), input.to) - input.from) / span) * (PLOT_RIGHT - PLOT_LEFT);
   const stops = [...(input.stops ?? [])].sort((a, b) => a.at - b.at);
   const holders = holdersInOrder(input.leases);
   const short = shortener([...holders, ...stops.map((s) => s.pod)]);
@@ -50,7 +50,9 @@ export function renderTimeline(input: TimelineInput): string {
       lx = PLOT_LEFT;
       y += 16;
     }
-    body.push(`<g class="legend-entry"><rect x="${n(lx)}" y="${y}" width="12" height="12" fill="${colour.get(h)}"/><text x="${n(lx + 16)}" y="${y + 10}">${esc(short(h))}<title>${esc(h)}</title></text></g>`);
+    body.push(
+      `<g class="legend-entry"><rect x="${n(lx)}" y="${y}" width="12" height="12" fill="${colour.get(h)}"/><text x="${n(lx + 16)}" y="${y + 10}">${esc(short(h))}<title>${esc(h)}</title></text></g>`,
+    );
     lx += w;
   }
   y += holders.length > 0 ? 28 : 8;
@@ -66,7 +68,9 @@ export function renderTimeline(input: TimelineInput): string {
     rows.push(`<text class="row-label" x="${PLOT_LEFT - 8}" y="${mid + 4}">${esc(lease.label)}</text>`);
     for (const s of lease.segments) {
       if (s.to < input.from || s.from > input.to) continue;
-      rows.push(`<rect class="segment" x="${n(x(s.from))}" y="${y + 4}" width="${n(x(s.to) - x(s.from))}" height="${LEASE_ROW - 8}" fill="${colour.get(s.holder)}"><title>${esc(`${s.holder}: ${seconds(s.from - input.from)} → ${seconds(s.to - input.from)}`)}</title></rect>`);
+      rows.push(
+        `<rect class="segment" x="${n(x(s.from))}" y="${y + 4}" width="${n(x(s.to) - x(s.from))}" height="${LEASE_ROW - 8}" fill="${colour.get(s.holder)}"><title>${esc(`${s.holder}: ${seconds(s.from - input.from)} → ${seconds(s.to - input.from)}`)}</title></rect>`,
+      );
     }
     for (const g of lease.gaps) {
       if (g.to < input.from || g.from > input.to) continue;
@@ -93,11 +97,15 @@ export function renderTimeline(input: TimelineInput): string {
       const laneCount = Math.max(...lanes.values()) + 1;
       const pitch = Math.min(4, OPS_BAND / laneCount);
       const height = laneCount * pitch + 8;
-      rows.push(`<g class="ops-row" data-kind="${kind}"><text class="row-label" x="${PLOT_LEFT - 8}" y="${n(y + Math.max(height, 20) / 2 + 4)}">${kind} <tspan class="stall">stall ${duration(stalls.get(kind) ?? 0)}</tspan></text>`);
+      rows.push(
+        `<g class="ops-row" data-kind="${kind}"><text class="row-label" x="${PLOT_LEFT - 8}" y="${n(y + Math.max(height, 20) / 2 + 4)}">${kind} <tspan class="stall">stall ${duration(stalls.get(kind) ?? 0)}</tspan></text>`,
+      );
       for (const o of mine) {
         const ly = y + 4 + (lanes.get(o) ?? 0) * pitch + pitch / 2;
         const cls = o.doneAt === undefined ? 'op unfinished' : waitMs(o, input.to) > SLOW_OP_MS ? 'op slow' : 'op';
-        rows.push(`<line class="${cls}" x1="${n(x(o.submittedAt))}" y1="${n(ly)}" x2="${n(Math.max(x(o.doneAt ?? input.to), x(o.submittedAt) + 1))}" y2="${n(ly)}" stroke-width="${n(Math.max(0.5, pitch - 1))}"><title>${esc(`${o.name}: ${duration(waitMs(o, input.to))}${o.doneAt === undefined ? ', unfinished' : ''}`)}</title></line>`);
+        rows.push(
+          `<line class="${cls}" x1="${n(x(o.submittedAt))}" y1="${n(ly)}" x2="${n(Math.max(x(o.doneAt ?? input.to), x(o.submittedAt) + 1))}" y2="${n(ly)}" stroke-width="${n(Math.max(0.5, pitch - 1))}"><title>${esc(`${o.name}: ${duration(waitMs(o, input.to))}${o.doneAt === undefined ? ', unfinished' : ''}`)}</title></line>`,
+        );
       }
       rows.push('</g>');
       y += Math.max(height, 20);

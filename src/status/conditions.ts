@@ -39,9 +39,11 @@ export interface DriverObservation {
 export function noWriteAccessMessage(missing: readonly { namespace: string; denied: string[] }[]): string {
   const where = missing.map((m) => `${m.denied.join(', ')} in namespace ${m.namespace}`).join('; ');
   const first = missing[0]?.namespace ?? '<namespace>';
-  return `csi-handover may not ${where}: its handovers there fall back to lease expiry and nothing is written. `
-    + `Grant it with a RoleBinding to ClusterRole csi-handover-driver, e.g. kubectl -n ${first} create rolebinding csi-handover-driver `
-    + '--clusterrole=csi-handover-driver --serviceaccount=<operator namespace>:csi-handover';
+  return (
+    `csi-handover may not ${where}: its handovers there fall back to lease expiry and nothing is written. ` +
+    `Grant it with a RoleBinding to ClusterRole csi-handover-driver, e.g. kubectl -n ${first} create rolebinding csi-handover-driver ` +
+    '--clusterrole=csi-handover-driver --serviceaccount=<operator namespace>:csi-handover'
+  );
 }
 
 type Draft = Omit<Condition, 'lastTransitionTime'>;
@@ -130,7 +132,12 @@ export function handoverCondition(report: HandoverReport | undefined, current: r
 }
 
 /** Every condition of ours on the CR, with transition times, and the structured handover report (our CRD's extension). */
-export function driverConditions(o: DriverObservation, report: HandoverReport | undefined, current: readonly Condition[] | undefined | null, now: string): { conditions: Condition[]; handover?: Record<string, unknown> } {
+export function driverConditions(
+  o: DriverObservation,
+  report: HandoverReport | undefined,
+  current: readonly Condition[] | undefined | null,
+  now: string,
+): { conditions: Condition[]; handover?: Record<string, unknown> } {
   return {
     conditions: withTransitionTimes([...computeConditions(o), handoverCondition(report, current)], current, now),
     handover: report ? handoverStatus(report) : undefined,

@@ -25,8 +25,14 @@ export function deploymentProgress(d: V1Deployment): WorkloadProgress {
   const available = s.availableReplicas ?? 0;
   const total = s.replicas ?? 0;
   return {
-    kind: 'Deployment', namespace: d.metadata?.namespace ?? '', name: d.metadata?.name ?? '',
-    desired, updated, available, total, observed,
+    kind: 'Deployment',
+    namespace: d.metadata?.namespace ?? '',
+    name: d.metadata?.name ?? '',
+    desired,
+    updated,
+    available,
+    total,
+    observed,
     complete: observed && updated === desired && total === desired && available === desired,
     // The Deployment controller's own judgement (MinimumReplicasAvailable), which honours maxUnavailable.
     minimumAvailable: desired === 0 || (s.conditions?.find((c) => c.type === 'Available')?.status === 'True' && available > 0),
@@ -40,8 +46,14 @@ export function daemonSetProgress(ds: V1DaemonSet): WorkloadProgress {
   const updated = s?.updatedNumberScheduled ?? 0;
   const available = s?.numberAvailable ?? 0;
   return {
-    kind: 'DaemonSet', namespace: ds.metadata?.namespace ?? '', name: ds.metadata?.name ?? '',
-    desired, updated, available, total: s?.currentNumberScheduled ?? 0, observed,
+    kind: 'DaemonSet',
+    namespace: ds.metadata?.namespace ?? '',
+    name: ds.metadata?.name ?? '',
+    desired,
+    updated,
+    available,
+    total: s?.currentNumberScheduled ?? 0,
+    observed,
     complete: observed && updated === desired && available === desired,
     minimumAvailable: desired === 0 || (available > 0 && desired - available <= maxUnavailableOf(ds, desired)),
   };

@@ -13,21 +13,29 @@ export const AdmissionReview = z.object({
     operation: z.string(),
     namespace: z.string().optional(),
     dryRun: z.boolean().optional(),
-    object: z.object({
-      apiVersion: z.string().optional(),
-      kind: z.string().optional(),
-      metadata: z.object({
-        name: z.string().optional(),
-        generateName: z.string().optional(),
-        namespace: z.string().optional(),
-        labels: z.record(z.string(), z.string()).optional(),
-        annotations: z.record(z.string(), z.string()).optional(),
-      }).loose().optional(),
-      spec: z.object({
-        nodeName: z.string().optional(),
-        schedulingGates: z.array(z.object({ name: z.string() })).optional(),
-      }).loose().optional(),
-    }).loose(),
+    object: z
+      .object({
+        apiVersion: z.string().optional(),
+        kind: z.string().optional(),
+        metadata: z
+          .object({
+            name: z.string().optional(),
+            generateName: z.string().optional(),
+            namespace: z.string().optional(),
+            labels: z.record(z.string(), z.string()).optional(),
+            annotations: z.record(z.string(), z.string()).optional(),
+          })
+          .loose()
+          .optional(),
+        spec: z
+          .object({
+            nodeName: z.string().optional(),
+            schedulingGates: z.array(z.object({ name: z.string() })).optional(),
+          })
+          .loose()
+          .optional(),
+      })
+      .loose(),
   }),
 });
 export type AdmissionReview = z.infer<typeof AdmissionReview>;

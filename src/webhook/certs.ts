@@ -50,7 +50,15 @@ const splitPems = (bundle: string): string[] => bundle.match(/-----BEGIN CERTIFI
 export function parseCert(pem: string): ParsedCert | undefined {
   try {
     const c = new X509Certificate(pem);
-    return { pem: c.toString(), notBefore: Date.parse(c.validFrom), notAfter: Date.parse(c.validTo), subject: c.subject, issuer: c.issuer, fingerprint: c.fingerprint256, isCA: c.ca };
+    return {
+      pem: c.toString(),
+      notBefore: Date.parse(c.validFrom),
+      notAfter: Date.parse(c.validTo),
+      subject: c.subject,
+      issuer: c.issuer,
+      fingerprint: c.fingerprint256,
+      isCA: c.ca,
+    };
   } catch {
     return undefined;
   }
@@ -69,7 +77,9 @@ const validKey = (pem: string | undefined): pem is string => {
 /** What a Secret's data (base64 values) holds that can be used; anything unreadable counts as absent. */
 export function readCertSecret(data: Record<string, string> | undefined, annotations: Record<string, string> | undefined, now: number): CertState {
   const text = (k: string): string | undefined => (data?.[k] ? Buffer.from(data[k], 'base64').toString('utf8') : undefined);
-  const cas = splitPems(text(CA_CERT) ?? '').flatMap((p) => parseCert(p) ?? []).filter((c) => c.isCA && c.notAfter > now);
+  const cas = splitPems(text(CA_CERT) ?? '')
+    .flatMap((p) => parseCert(p) ?? [])
+    .filter((c) => c.isCA && c.notAfter > now);
   const caKeyPem = text(CA_KEY);
   const certPem = text(TLS_CERT);
   const keyPem = text(TLS_KEY);
@@ -112,7 +122,10 @@ export function planCerts(state: CertState, policy: CertPolicy, published: boole
   if (!current || !state.caKeyPem) return { action: 'bootstrap', reason: 'no usable CA' };
   if (!state.serving || !servingTrusted(state, policy, now)) {
     // A pair nobody trusts (or none) is replaced at once: nothing can be dropped that is not dropped already.
-    return { action: 'bootstrap', reason: state.serving ? 'the serving certificate is not trusted by the CA bundle or does not name the Service' : 'no serving certificate' };
+    return {
+      action: 'bootstrap',
+      reason: state.serving ? 'the serving certificate is not trusted by the CA bundle or does not name the Service' : 'no serving certificate',
+    };
   }
   // From the end: the start is backdated for clock skew.
   const leafRenewAt = state.serving.cert.notAfter - policy.validityMs / 3;
@@ -128,9 +141,14 @@ export function planCerts(state: CertState, policy: CertPolicy, published: boole
   // A shorter validity takes effect at once: what outlives the new policy is replaced, in the same order.
   if (current.notAfter > now + 4 * policy.validityMs + POLICY_SLACK_MS) return { action: 'rotate-ca', reason: 'the CA outlives the configured validity' };
   if (now >= leafRenewAt) return { action: 'rotate-serving', reason: 'the serving certificate is two-thirds through its life' };
-  if (state.serving.cert.notAfter > now + policy.validityMs + POLICY_SLACK_MS) return { action: 'rotate-serving', reason: 'the serving certificate outlives the configured validity' };
+  if (state.serving.cert.notAfter > now + policy.validityMs + POLICY_SLACK_MS)
+    return { action: 'rotate-serving', reason: 'the serving certificate outlives the configured validity' };
   return { action: 'none', nextCheckAt: Math.min(leafRenewAt, caRenewAt) };
 }
 
 /** The DNS names a Service is reached by from the API server. */
-export const serviceDnsNames = (service: string, namespace: string): string[] => [`${service}.${namespace}.svc`, `${service}.${namespace}.svc.cluster.local`, `${service}.${namespace}`];
+export const serviceDnsNames = (service: string, namespace: string): string[] => [
+  `${service}.${namespace}.svc`,
+  `${service}.${namespace}.svc.cluster.local`,
+  `${service}.${namespace}`,
+];

@@ -14,7 +14,16 @@ function newKeyPem(): string {
 // Backdated a little, for API servers whose clocks run behind ours.
 const SKEW_MS = 5 * 60_000;
 
-function certificate(opts: { subject: string; issuer: forge.pki.CertificateField[] | undefined; keyPem: string; signerPem: string; now: number; validityMs: number; ca: boolean; dnsNames?: string[] }): string {
+function certificate(opts: {
+  subject: string;
+  issuer: forge.pki.CertificateField[] | undefined;
+  keyPem: string;
+  signerPem: string;
+  now: number;
+  validityMs: number;
+  ca: boolean;
+  dnsNames?: string[];
+}): string {
   const key = forgeKey(opts.keyPem);
   const cert = forge.pki.createCertificate();
   cert.publicKey = forge.pki.setRsaPublicKey(key.n, key.e);
@@ -24,14 +33,20 @@ function certificate(opts: { subject: string; issuer: forge.pki.CertificateField
   const subject = [{ name: 'commonName', value: opts.subject }];
   cert.setSubject(subject);
   cert.setIssuer(opts.issuer ?? subject);
-  cert.setExtensions(opts.ca
-    ? [{ name: 'basicConstraints', cA: true, pathLenConstraint: 0, critical: true }, { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true }, { name: 'subjectKeyIdentifier' }]
-    : [
-      { name: 'basicConstraints', cA: false, critical: true },
-      { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
-      { name: 'extKeyUsage', serverAuth: true },
-      { name: 'subjectAltName', altNames: (opts.dnsNames ?? []).map((value) => ({ type: 2, value })) },
-    ]);
+  cert.setExtensions(
+    opts.ca
+      ? [
+          { name: 'basicConstraints', cA: true, pathLenConstraint: 0, critical: true },
+          { name: 'keyUsage', keyCertSign: true, cRLSign: true, critical: true },
+          { name: 'subjectKeyIdentifier' },
+        ]
+      : [
+          { name: 'basicConstraints', cA: false, critical: true },
+          { name: 'keyUsage', digitalSignature: true, keyEncipherment: true, critical: true },
+          { name: 'extKeyUsage', serverAuth: true },
+          { name: 'subjectAltName', altNames: (opts.dnsNames ?? []).map((value) => ({ type: 2, value })) },
+        ],
+  );
   cert.sign(forgeKey(opts.signerPem), forge.md.sha256.create());
   return forge.pki.certificateToPem(cert);
 }
@@ -47,11 +62,19 @@ export function issueServing(ca: { certPem: string; keyPem: string }, now: numbe
   const keyPem = newKeyPem();
   const issuer = forge.pki.certificateFromPem(ca.certPem).subject.attributes;
   const cn = policy.dnsNames[0] ?? 'csi-handover-webhook';
-  return { certPem: certificate({ subject: cn, issuer, keyPem, signerPem: ca.keyPem, now, validityMs: policy.validityMs, ca: false, dnsNames: policy.dnsNames }), keyPem };
+  return {
+    certPem: certificate({ subject: cn, issuer, keyPem, signerPem: ca.keyPem, now, validityMs: policy.validityMs, ca: false, dnsNames: policy.dnsNames }),
+    keyPem,
+  };
 }
 
 /** The Secret data after a step (base64), and its CA-rotation annotation. */
-export function carryOut(step: Exclude<CertStep, { action: 'none' }>, state: CertState, policy: CertPolicy, now: number): { data: Record<string, string>; caRotatedAt: number } {
+export function carryOut(
+  step: Exclude<CertStep, { action: 'none' }>,
+  state: CertState,
+  policy: CertPolicy,
+  now: number,
+): { data: Record<string, string>; caRotatedAt: number } {
   const b64 = (s: string): string => Buffer.from(s, 'utf8').toString('base64');
   let cas = state.cas.map((c) => c.pem);
   let caKeyPem = state.caKeyPem ?? '';
@@ -73,4 +96,3 @@ export function carryOut(step: Exclude<CertStep, { action: 'none' }>, state: Cer
     caRotatedAt,
   };
 }
-

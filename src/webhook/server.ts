@@ -112,11 +112,15 @@ export class WebhookServer {
       const plan = await this.d.decide(pod, AbortSignal.timeout(DECISION_BUDGET_MS));
       this.d.metrics.admissions.inc({ decision: plan.gate ? 'gated' : plan.reason });
       if (!plan.gate) {
-        if (plan.reason === 'overlap') this.d.log.info({ pod: who, dryRun: review.request.dryRun === true, message: plan.message }, 'admitting a new pod ungated while its old leader dies');
+        if (plan.reason === 'overlap')
+          this.d.log.info({ pod: who, dryRun: review.request.dryRun === true, message: plan.message }, 'admitting a new pod ungated while its old leader dies');
         return allowed(uid, plan.reason === 'overlap' ? plan.patch : undefined);
       }
       const earlyInMs = plan.earlyAt === undefined ? undefined : Math.round(plan.earlyAt - Date.now());
-      this.d.log.info({ pod: who, dryRun: review.request.dryRun === true, waitingFor: plan.message, earlyInMs }, 'admitting a new pod behind the handover gate');
+      this.d.log.info(
+        { pod: who, dryRun: review.request.dryRun === true, waitingFor: plan.message, earlyInMs },
+        'admitting a new pod behind the handover gate',
+      );
       return allowed(uid, plan.patch);
     } catch (err) {
       this.d.metrics.admissions.inc({ decision: 'error' });

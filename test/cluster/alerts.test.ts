@@ -14,7 +14,7 @@ const leases = Object.values(SAMPLE_LEASES);
 let prometheus: LocalPrometheus;
 
 const firing = async (): Promise<ActiveAlert[]> => (await prometheus.alerts()).filter((a) => a.state === 'firing');
-const names = (alerts: ActiveAlert[]) => alerts.map((a) => a.labels.reason ? `${a.labels.alertname}{reason=${a.labels.reason}}` : a.labels.alertname).sort();
+const names = (alerts: ActiveAlert[]) => alerts.map((a) => (a.labels.reason ? `${a.labels.alertname}{reason=${a.labels.reason}}` : a.labels.alertname)).sort();
 
 /** Waits until Prometheus has scraped the leader's counter at `value` or more (so the rules have seen it). */
 async function scraped(series: string, value: number): Promise<void> {
@@ -33,21 +33,33 @@ afterAll(async () => {
 
 describe('alert rules on a real Prometheus', () => {
   it('scrapes both operator replicas and sees one leader', async () => {
-    await waitFor('both replicas scraped, one leading', 60_000, async () => {
-      const up = await prometheus.query('up{job="csi-handover"} == 1');
-      const leader = await prometheus.query('sum(csi_handover_leader)');
-      return up.length === 2 && leader[0]?.value === 1;
-    }, 500).catch((err: unknown) => { throw new Error(`${String(err)}\nprometheus said:\n${prometheus.log()}`); });
+    await waitFor(
+      'both replicas scraped, one leading',
+      60_000,
+      async () => {
+        const up = await prometheus.query('up{job="csi-handover"} == 1');
+        const leader = await prometheus.query('sum(csi_handover_leader)');
+        return up.length === 2 && leader[0]?.value === 1;
+      },
+      500,
+    ).catch((err: unknown) => {
+      throw new Error(`${String(err)}\nprometheus said:\n${prometheus.log()}`);
+    });
   });
 
   it('a handover the operator released raises nothing; a force-deleted leader raises the expiry and refusal alerts', async () => {
     // A log-level change: the operator releases every lease of the old pod.
     const releasedBefore = await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="operator"}');
     await setSampleCrLevel(http, LEVELS[2] ?? 'Normal');
-    const leader = await waitFor('the rollout to a new pod', 300_000, async () => {
-      const pod = await settledSampleLeader(http);
-      return (await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="operator"}')) >= releasedBefore + leases.length && pod;
-    }, 1_000);
+    const leader = await waitFor(
+      'the rollout to a new pod',
+      300_000,
+      async () => {
+        const pod = await settledSampleLeader(http);
+        return (await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="operator"}')) >= releasedBefore + leases.length && pod;
+      },
+      1_000,
+    );
     await scraped('csi_handover_lease_releases_total{released_by="operator"}', releasedBefore + leases.length);
     // Evaluated after that scrape (every second): nothing fires.
     const evaluatedAfter = Date.now() + 3_000;
@@ -57,12 +69,23 @@ describe('alert rules on a real Prometheus', () => {
     // The leader force-deleted: not proven dead, so the operator refuses to release; its leases expire.
     const expiredBefore = await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="expiry"}');
     await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${leader.metadata?.name ?? ''}`, { body: { gracePeriodSeconds: 0 } });
-    await waitFor('the leases handed over by expiry', 120_000, async () =>
-      (await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="expiry"}')) >= expiredBefore + leases.length, 1_000);
-    const alerts = await waitFor('the expiry and refusal alerts', 30_000, async () => {
-      const now = names(await firing());
-      return now.includes('CSIHandoverFellBackToExpiry') && now.includes('CSIHandoverReleaseRefused{reason=force-deleted}') && now;
-    }, 500).catch(async (err: unknown) => { throw new Error(`${String(err)}; firing: ${names(await firing()).join(', ')}\nprometheus said:\n${prometheus.log()}`); });
+    await waitFor(
+      'the leases handed over by expiry',
+      120_000,
+      async () => (await operatorMetric(http, 'csi_handover_lease_releases_total{released_by="expiry"}')) >= expiredBefore + leases.length,
+      1_000,
+    );
+    const alerts = await waitFor(
+      'the expiry and refusal alerts',
+      30_000,
+      async () => {
+        const now = names(await firing());
+        return now.includes('CSIHandoverFellBackToExpiry') && now.includes('CSIHandoverReleaseRefused{reason=force-deleted}') && now;
+      },
+      500,
+    ).catch(async (err: unknown) => {
+      throw new Error(`${String(err)}; firing: ${names(await firing()).join(', ')}\nprometheus said:\n${prometheus.log()}`);
+    });
     // Nothing else: the operator still leads, no gate timed out (the old pod's leases expired within the gate timeout).
     expect(alerts).toEqual(['CSIHandoverFellBackToExpiry', 'CSIHandoverReleaseRefused{reason=force-deleted}']);
     const expiry = (await firing()).find((a) => a.labels.alertname === 'CSIHandoverFellBackToExpiry');

@@ -23,7 +23,12 @@ const CR_API = '/apis/operator.openshift.io/v1/clustercsidrivers';
 const SHELL = 'csi-handover.local/shell:v1';
 const sleeper = (args: string[] = ['--v=4']): V1Container => ({ name: 'main', image: SHELL, command: ['sh', '-c', 'exec sleep 100000'], args });
 
-interface Condition { type: string; status: string; reason?: string; message?: string }
+interface Condition {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
 interface Case {
   group: 'ClusterCSIDriver' | 'workload' | 'Lease' | 'RBAC';
   input: string;
@@ -39,16 +44,34 @@ const apply = (path: string, body: object) => http.apply(path, body, FM);
 const remove = (path: string) => http.request('DELETE', path).catch(() => undefined);
 
 async function cr(name: string, spec?: Record<string, unknown>): Promise<void> {
-  await http.request('POST', CR_API, { body: { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name }, ...(spec ? { spec } : {}) } });
+  await http.request('POST', CR_API, {
+    body: { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name }, ...(spec ? { spec } : {}) },
+  });
 }
 
-async function deployment(name: string, driver: string, containers: V1Container[], extra: { replicas?: number; selector?: object; hostname?: string; initContainers?: V1Container[] } = {}): Promise<void> {
+async function deployment(
+  name: string,
+  driver: string,
+  containers: V1Container[],
+  extra: { replicas?: number; selector?: object; hostname?: string; initContainers?: V1Container[] } = {},
+): Promise<void> {
   const labels = { app: name, [DRIVER_LABEL]: driver };
   await apply(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`, {
-    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name, namespace: NS, labels },
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name, namespace: NS, labels },
     spec: {
-      replicas: extra.replicas ?? 0, selector: extra.selector ?? { matchLabels: { app: name } },
-      template: { metadata: { labels }, spec: { containers, ...(extra.initContainers ? { initContainers: extra.initContainers } : {}), ...(extra.hostname ? { hostname: extra.hostname } : {}), terminationGracePeriodSeconds: 1 } },
+      replicas: extra.replicas ?? 0,
+      selector: extra.selector ?? { matchLabels: { app: name } },
+      template: {
+        metadata: { labels },
+        spec: {
+          containers,
+          ...(extra.initContainers ? { initContainers: extra.initContainers } : {}),
+          ...(extra.hostname ? { hostname: extra.hostname } : {}),
+          terminationGracePeriodSeconds: 1,
+        },
+      },
     },
   });
 }
@@ -59,39 +82,63 @@ async function conditionOf(driver: string, type: string): Promise<Condition | un
 }
 
 /** Evidence when the driver's condition `type` has `status`/`reason` and its message holds `text`. */
-const condition = (driver: string, type: string, status: string, reason: string, text = '') => async (): Promise<string | undefined> => {
-  const c = await conditionOf(driver, type);
-  return c && c.status === status && c.reason === reason && (c.message ?? '').includes(text) ? `${type}=${status} ${reason}: ${c.message}` : undefined;
-};
+const condition =
+  (driver: string, type: string, status: string, reason: string, text = '') =>
+  async (): Promise<string | undefined> => {
+    const c = await conditionOf(driver, type);
+    return c && c.status === status && c.reason === reason && (c.message ?? '').includes(text) ? `${type}=${status} ${reason}: ${c.message}` : undefined;
+  };
 
 /** Evidence when an operator replica logged one line holding every part. */
-const logged = (...parts: string[]) => async (since: Date): Promise<string | undefined> => {
-  const out = await kubectl('-n', OPERATOR_NAMESPACE, 'logs', '-l', 'app.kubernetes.io/name=csi-handover', '--since-time', since.toISOString(), '--tail=-1').catch(() => '');
-  return out.split('\n').find((l) => parts.every((p) => l.includes(p)));
-};
+const logged =
+  (...parts: string[]) =>
+  async (since: Date): Promise<string | undefined> => {
+    const out = await kubectl(
+      '-n',
+      OPERATOR_NAMESPACE,
+      'logs',
+      '-l',
+      'app.kubernetes.io/name=csi-handover',
+      '--since-time',
+      since.toISOString(),
+      '--tail=-1',
+    ).catch(() => '');
+    return out.split('\n').find((l) => parts.every((p) => l.includes(p)));
+  };
 
 const leasePath = (name: string) => `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${name}`;
 const microNow = () => new Date().toISOString().replace('Z', '000Z');
 async function lease(name: string, spec: Record<string, unknown>): Promise<void> {
-  await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace: NS }, spec } });
+  await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, {
+    body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace: NS }, spec },
+  });
 }
-const held = (holder: string): Record<string, unknown> => ({ holderIdentity: holder, leaseDurationSeconds: 15, acquireTime: microNow(), renewTime: microNow(), leaseTransitions: 0 });
+const held = (holder: string): Record<string, unknown> => ({
+  holderIdentity: holder,
+  leaseDurationSeconds: 15,
+  acquireTime: microNow(),
+  renewTime: microNow(),
+  leaseTransitions: 0,
+});
 const refusedLease = (name: string, reason: string) => logged('not releasing this lease', `"lease":"${NS}/${name}"`, `"reason":"${reason}"`);
 
 const crCase = (input: string, name: string, spec: Record<string, unknown> | undefined, signal: Case['signal'], workload = true): Case => ({
-  group: 'ClusterCSIDriver', input,
+  group: 'ClusterCSIDriver',
+  input,
   act: async () => {
     if (workload) await deployment(`for-${name.split('.')[0]}`, name, [sleeper(['--v=2'])]);
     await cr(name, spec);
   },
-  signal, undo: async () => {
+  signal,
+  undo: async () => {
     await remove(`${CR_API}/${name}`);
     await remove(`/apis/apps/v1/namespaces/${NS}/deployments/for-${name.split('.')[0]}`);
   },
 });
 
 const unparsable = (input: string, name: string, containers: V1Container[], extra: Parameters<typeof deployment>[3] = {}): Case => ({
-  group: 'workload', input,
+  group: 'workload',
+  input,
   act: () => deployment(name, WL_DRIVER, containers, extra),
   signal: condition(WL_DRIVER, 'Degraded', 'True', 'UnparsableArgs', `Deployment ${NS}/${name} not rewritten`),
   undo: () => remove(`/apis/apps/v1/namespaces/${NS}/deployments/${name}`),
@@ -100,20 +147,83 @@ const unparsable = (input: string, name: string, containers: V1Container[], extr
 const CASES: Case[] = [
   // ClusterCSIDriver: the CRD refuses most bad values; with it loosened (as an older or hand-edited CRD would be),
   // the operator's own validation answers. Each CR's Deployment sits at --v=2, which a valid Debug would change.
-  crCase('logLevel "Chatty"', 'c-chatty.csi.test', { logLevel: 'Chatty' }, condition('c-chatty.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.logLevel: "Chatty"')),
-  crCase('logLevel "debug" (wrong case)', 'c-lower.csi.test', { logLevel: 'debug' }, condition('c-lower.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.logLevel: "debug"')),
+  crCase(
+    'logLevel "Chatty"',
+    'c-chatty.csi.test',
+    { logLevel: 'Chatty' },
+    condition('c-chatty.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.logLevel: "Chatty"'),
+  ),
+  crCase(
+    'logLevel "debug" (wrong case)',
+    'c-lower.csi.test',
+    { logLevel: 'debug' },
+    condition('c-lower.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.logLevel: "debug"'),
+  ),
   // OpenShift's LogLevel type takes "" for Normal: odd, not invalid; its workload is already at --v=2.
-  crCase('logLevel "" (OpenShift\'s Normal)', 'c-empty.csi.test', { logLevel: '' }, condition('c-empty.csi.test', 'Progressing', 'False', 'AsExpected', 'at --v=2')),
-  crCase('managementState "Sometimes"', 'c-sometimes.csi.test', { managementState: 'Sometimes', logLevel: 'Debug' }, condition('c-sometimes.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.managementState: "Sometimes"')),
-  crCase('managementState ""', 'c-nostate.csi.test', { managementState: '', logLevel: 'Debug' }, condition('c-nostate.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.managementState: ""')),
-  crCase('operatorLogLevel "Loud"', 'c-loud.csi.test', { operatorLogLevel: 'Loud', logLevel: 'Debug' }, condition('c-loud.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.operatorLogLevel: "Loud"')),
-  crCase('an empty spec (defaults: Managed, Normal; its workload is already at --v=2)', 'c-emptyspec.csi.test', {}, condition('c-emptyspec.csi.test', 'Progressing', 'False', 'AsExpected', 'at --v=2')),
-  { group: 'ClusterCSIDriver', input: 'no spec at all', act: () => cr('c-nospec.csi.test'), refused: /spec/, undo: () => remove(`${CR_API}/c-nospec.csi.test`) },
-  crCase('a CR for a driver nobody labelled', 'c-nobody.csi.test', { logLevel: 'Debug' }, condition('c-nobody.csi.test', 'Available', 'False', 'NoWorkloadsFound', `${DRIVER_LABEL}=c-nobody.csi.test`), false),
-  crCase('Unmanaged, asking for another level', 'c-unmanaged.csi.test', { managementState: 'Unmanaged', logLevel: 'Debug' }, condition('c-unmanaged.csi.test', 'Progressing', 'False', 'AsExpected', 'Unmanaged: not written')),
+  crCase(
+    'logLevel "" (OpenShift\'s Normal)',
+    'c-empty.csi.test',
+    { logLevel: '' },
+    condition('c-empty.csi.test', 'Progressing', 'False', 'AsExpected', 'at --v=2'),
+  ),
+  crCase(
+    'managementState "Sometimes"',
+    'c-sometimes.csi.test',
+    { managementState: 'Sometimes', logLevel: 'Debug' },
+    condition('c-sometimes.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.managementState: "Sometimes"'),
+  ),
+  crCase(
+    'managementState ""',
+    'c-nostate.csi.test',
+    { managementState: '', logLevel: 'Debug' },
+    condition('c-nostate.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.managementState: ""'),
+  ),
+  crCase(
+    'operatorLogLevel "Loud"',
+    'c-loud.csi.test',
+    { operatorLogLevel: 'Loud', logLevel: 'Debug' },
+    condition('c-loud.csi.test', 'Degraded', 'True', 'InvalidSpec', 'spec.operatorLogLevel: "Loud"'),
+  ),
+  crCase(
+    'an empty spec (defaults: Managed, Normal; its workload is already at --v=2)',
+    'c-emptyspec.csi.test',
+    {},
+    condition('c-emptyspec.csi.test', 'Progressing', 'False', 'AsExpected', 'at --v=2'),
+  ),
+  {
+    group: 'ClusterCSIDriver',
+    input: 'no spec at all',
+    act: () => cr('c-nospec.csi.test'),
+    refused: /spec/,
+    undo: () => remove(`${CR_API}/c-nospec.csi.test`),
+  },
+  crCase(
+    'a CR for a driver nobody labelled',
+    'c-nobody.csi.test',
+    { logLevel: 'Debug' },
+    condition('c-nobody.csi.test', 'Available', 'False', 'NoWorkloadsFound', `${DRIVER_LABEL}=c-nobody.csi.test`),
+    false,
+  ),
+  crCase(
+    'Unmanaged, asking for another level',
+    'c-unmanaged.csi.test',
+    { managementState: 'Unmanaged', logLevel: 'Debug' },
+    condition('c-unmanaged.csi.test', 'Progressing', 'False', 'AsExpected', 'Unmanaged: not written'),
+  ),
   crCase('Removed', 'c-removed.csi.test', { managementState: 'Removed', logLevel: 'Debug' }, condition('c-removed.csi.test', 'Available', 'False', 'Removed')),
-  { group: 'ClusterCSIDriver', input: 'logLevel 42 (not a string)', act: () => cr('c-number.csi.test', { logLevel: 42 }), refused: /logLevel/, undo: () => remove(`${CR_API}/c-number.csi.test`) },
-  { group: 'ClusterCSIDriver', input: 'a name that is not a DNS subdomain', act: () => cr('Not_A_Driver', { logLevel: 'Debug' }), refused: /Not_A_Driver|metadata.name/ },
+  {
+    group: 'ClusterCSIDriver',
+    input: 'logLevel 42 (not a string)',
+    act: () => cr('c-number.csi.test', { logLevel: 42 }),
+    refused: /logLevel/,
+    undo: () => remove(`${CR_API}/c-number.csi.test`),
+  },
+  {
+    group: 'ClusterCSIDriver',
+    input: 'a name that is not a DNS subdomain',
+    act: () => cr('Not_A_Driver', { logLevel: 'Debug' }),
+    refused: /Not_A_Driver|metadata.name/,
+  },
 
   // Workloads of a Debug driver (--v=4 wanted) whose verbosity cannot be read: none is written, each is named.
   unparsable('"--v" with no value', 'w-novalue', [sleeper(['--v'])]),
@@ -124,23 +234,38 @@ const CASES: Case[] = [
   unparsable('"--v=" (empty)', 'w-emptyvalue', [sleeper(['--v='])]),
   unparsable('"-v +3"', 'w-plus', [sleeper(['-v', '+3'])]),
   unparsable('a bad "--v" in the command', 'w-command', [{ name: 'main', image: SHELL, command: ['sh', '-c', 'exec sleep 100000', '--v=x'] }]),
-  unparsable('a bad "--v" in an init container', 'w-init', [sleeper(['--v=2'])], { initContainers: [{ name: 'init', image: SHELL, command: ['true'], args: ['--v=?'] }] }),
+  unparsable('a bad "--v" in an init container', 'w-init', [sleeper(['--v=2'])], {
+    initContainers: [{ name: 'init', image: SHELL, command: ['true'], args: ['--v=?'] }],
+  }),
   unparsable('one good and one bad container (neither is written)', 'w-mixed', [sleeper(['--v=2']), { ...sleeper(['--v=two']), name: 'other' }]),
   {
-    group: 'workload', input: 'no verbosity flag in any container', act: () => deployment('w-noflag', WL_DRIVER, [sleeper(['--verbose'])]),
-    signal: condition(WL_DRIVER, 'Available', 'True', 'AsExpected', `Deployment ${NS}/w-noflag has no klog verbosity flag`), undo: () => remove(`/apis/apps/v1/namespaces/${NS}/deployments/w-noflag`),
+    group: 'workload',
+    input: 'no verbosity flag in any container',
+    act: () => deployment('w-noflag', WL_DRIVER, [sleeper(['--verbose'])]),
+    signal: condition(WL_DRIVER, 'Available', 'True', 'AsExpected', `Deployment ${NS}/w-noflag has no klog verbosity flag`),
+    undo: () => remove(`/apis/apps/v1/namespaces/${NS}/deployments/w-noflag`),
   },
   {
-    group: 'workload', input: 'a matchExpressions selector (its pods cannot be followed)',
+    group: 'workload',
+    input: 'a matchExpressions selector (its pods cannot be followed)',
     act: () => deployment('w-expr', WL_DRIVER, [sleeper(['--v=4'])], { selector: { matchExpressions: [{ key: 'app', operator: 'In', values: ['w-expr'] }] } }),
-    signal: condition(WL_DRIVER, 'Available', 'True', 'AsExpected', `Deployment ${NS}/w-expr selects its pods with matchExpressions`), undo: () => remove(`/apis/apps/v1/namespaces/${NS}/deployments/w-expr`),
+    signal: condition(WL_DRIVER, 'Available', 'True', 'AsExpected', `Deployment ${NS}/w-expr selects its pods with matchExpressions`),
+    undo: () => remove(`/apis/apps/v1/namespaces/${NS}/deployments/w-expr`),
   },
   {
-    group: 'workload', input: 'a StatefulSet labelled for a driver (not a kind the operator manages)',
+    group: 'workload',
+    input: 'a StatefulSet labelled for a driver (not a kind the operator manages)',
     act: async () => {
       await apply(`/apis/apps/v1/namespaces/${NS}/statefulsets/w-sts`, {
-        apiVersion: 'apps/v1', kind: 'StatefulSet', metadata: { name: 'w-sts', namespace: NS, labels: { [DRIVER_LABEL]: 'c-sts.csi.test' } },
-        spec: { replicas: 0, serviceName: 'w-sts', selector: { matchLabels: { app: 'w-sts' } }, template: { metadata: { labels: { app: 'w-sts' } }, spec: { containers: [sleeper(['--v=2'])] } } },
+        apiVersion: 'apps/v1',
+        kind: 'StatefulSet',
+        metadata: { name: 'w-sts', namespace: NS, labels: { [DRIVER_LABEL]: 'c-sts.csi.test' } },
+        spec: {
+          replicas: 0,
+          serviceName: 'w-sts',
+          selector: { matchLabels: { app: 'w-sts' } },
+          template: { metadata: { labels: { app: 'w-sts' } }, spec: { containers: [sleeper(['--v=2'])] } },
+        },
       });
       await cr('c-sts.csi.test', { logLevel: 'Debug' });
     },
@@ -151,35 +276,107 @@ const CASES: Case[] = [
     },
   },
   {
-    group: 'workload', input: 'a DaemonSet with a bad "--v"',
-    act: () => apply(`/apis/apps/v1/namespaces/${NS}/daemonsets/w-ds`, {
-      apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'w-ds', namespace: NS, labels: { [DRIVER_LABEL]: WL_DRIVER } },
-      spec: { selector: { matchLabels: { app: 'w-ds' } }, template: { metadata: { labels: { app: 'w-ds' } }, spec: { nodeSelector: { nowhere: 'true' }, containers: [sleeper(['--v=loud'])] } } },
-    }),
-    signal: condition(WL_DRIVER, 'Degraded', 'True', 'UnparsableArgs', `DaemonSet ${NS}/w-ds not rewritten`), undo: () => remove(`/apis/apps/v1/namespaces/${NS}/daemonsets/w-ds`),
+    group: 'workload',
+    input: 'a DaemonSet with a bad "--v"',
+    act: () =>
+      apply(`/apis/apps/v1/namespaces/${NS}/daemonsets/w-ds`, {
+        apiVersion: 'apps/v1',
+        kind: 'DaemonSet',
+        metadata: { name: 'w-ds', namespace: NS, labels: { [DRIVER_LABEL]: WL_DRIVER } },
+        spec: {
+          selector: { matchLabels: { app: 'w-ds' } },
+          template: { metadata: { labels: { app: 'w-ds' } }, spec: { nodeSelector: { nowhere: 'true' }, containers: [sleeper(['--v=loud'])] } },
+        },
+      }),
+    signal: condition(WL_DRIVER, 'Degraded', 'True', 'UnparsableArgs', `DaemonSet ${NS}/w-ds not rewritten`),
+    undo: () => remove(`/apis/apps/v1/namespaces/${NS}/daemonsets/w-ds`),
   },
 
   // Leases in the namespace of a managed controller (its one pod, "anchor", holds nothing): each one the
   // operator cannot tie to a dead holder is refused, logged once with its reason, and left as it is.
-  { group: 'Lease', input: 'no holderIdentity', act: () => lease('l-noholder', { leaseDurationSeconds: 15, renewTime: microNow() }), signal: refusedLease('l-noholder', 'malformed-lease'), undo: () => remove(leasePath('l-noholder')) },
-  { group: 'Lease', input: 'no renewTime', act: () => lease('l-norenew', { holderIdentity: 'ghost', leaseDurationSeconds: 15 }), signal: refusedLease('l-norenew', 'unknown-identity'), undo: () => remove(leasePath('l-norenew')) },
-  { group: 'Lease', input: 'no leaseDurationSeconds', act: () => lease('l-noduration', { holderIdentity: 'anchor-ghost', renewTime: microNow() }), signal: refusedLease('l-noduration', 'unknown-identity'), undo: () => remove(leasePath('l-noduration')) },
-  { group: 'Lease', input: 'leaseDurationSeconds 0', act: () => lease('l-zero', { ...held('ghost'), leaseDurationSeconds: 0 }), refused: /leaseDurationSeconds/, undo: () => remove(leasePath('l-zero')) },
-  { group: 'Lease', input: 'leaseDurationSeconds -5', act: () => lease('l-negative', { ...held('ghost'), leaseDurationSeconds: -5 }), refused: /leaseDurationSeconds/, undo: () => remove(leasePath('l-negative')) },
-  { group: 'Lease', input: 'renewTime not a time', act: () => lease('l-badtime', { ...held('ghost'), renewTime: 'yesterday' }), refused: /renewTime|time/, undo: () => remove(leasePath('l-badtime')) },
-  { group: 'Lease', input: 'a holder that matches no pod', act: () => lease('l-ghost', held('ghost-pod-7f9c')), signal: refusedLease('l-ghost', 'unknown-identity'), undo: () => remove(leasePath('l-ghost')) },
-  { group: 'Lease', input: 'a client-go style holder (<pod>_<uuid>) of no pod', act: () => lease('l-suffix', held('ghost_3f2a9c1e-11')), signal: refusedLease('l-suffix', 'unknown-identity'), undo: () => remove(leasePath('l-suffix')) },
   {
-    group: 'Lease', input: 'a holder that is a pod in another namespace (the operator\'s own)',
-    act: async () => lease('l-elsewhere', held((await operatorPods(http))[0]?.metadata?.name ?? 'csi-handover-x')), signal: refusedLease('l-elsewhere', 'unknown-identity'), undo: () => remove(leasePath('l-elsewhere')),
+    group: 'Lease',
+    input: 'no holderIdentity',
+    act: () => lease('l-noholder', { leaseDurationSeconds: 15, renewTime: microNow() }),
+    signal: refusedLease('l-noholder', 'malformed-lease'),
+    undo: () => remove(leasePath('l-noholder')),
   },
-  { group: 'Lease', input: 'a holder that is a node\'s name (no hostNetwork pod there)', act: () => lease('l-node', held('node-1')), signal: refusedLease('l-node', 'unknown-identity'), undo: () => remove(leasePath('l-node')) },
-  { group: 'Lease', input: 'a holder that names two pods (both with hostname "twin")', act: () => lease('l-twin', held('twin')), signal: refusedLease('l-twin', 'ambiguous-identity'), undo: () => remove(leasePath('l-twin')) },
+  {
+    group: 'Lease',
+    input: 'no renewTime',
+    act: () => lease('l-norenew', { holderIdentity: 'ghost', leaseDurationSeconds: 15 }),
+    signal: refusedLease('l-norenew', 'unknown-identity'),
+    undo: () => remove(leasePath('l-norenew')),
+  },
+  {
+    group: 'Lease',
+    input: 'no leaseDurationSeconds',
+    act: () => lease('l-noduration', { holderIdentity: 'anchor-ghost', renewTime: microNow() }),
+    signal: refusedLease('l-noduration', 'unknown-identity'),
+    undo: () => remove(leasePath('l-noduration')),
+  },
+  {
+    group: 'Lease',
+    input: 'leaseDurationSeconds 0',
+    act: () => lease('l-zero', { ...held('ghost'), leaseDurationSeconds: 0 }),
+    refused: /leaseDurationSeconds/,
+    undo: () => remove(leasePath('l-zero')),
+  },
+  {
+    group: 'Lease',
+    input: 'leaseDurationSeconds -5',
+    act: () => lease('l-negative', { ...held('ghost'), leaseDurationSeconds: -5 }),
+    refused: /leaseDurationSeconds/,
+    undo: () => remove(leasePath('l-negative')),
+  },
+  {
+    group: 'Lease',
+    input: 'renewTime not a time',
+    act: () => lease('l-badtime', { ...held('ghost'), renewTime: 'yesterday' }),
+    refused: /renewTime|time/,
+    undo: () => remove(leasePath('l-badtime')),
+  },
+  {
+    group: 'Lease',
+    input: 'a holder that matches no pod',
+    act: () => lease('l-ghost', held('ghost-pod-7f9c')),
+    signal: refusedLease('l-ghost', 'unknown-identity'),
+    undo: () => remove(leasePath('l-ghost')),
+  },
+  {
+    group: 'Lease',
+    input: 'a client-go style holder (<pod>_<uuid>) of no pod',
+    act: () => lease('l-suffix', held('ghost_3f2a9c1e-11')),
+    signal: refusedLease('l-suffix', 'unknown-identity'),
+    undo: () => remove(leasePath('l-suffix')),
+  },
+  {
+    group: 'Lease',
+    input: "a holder that is a pod in another namespace (the operator's own)",
+    act: async () => lease('l-elsewhere', held((await operatorPods(http))[0]?.metadata?.name ?? 'csi-handover-x')),
+    signal: refusedLease('l-elsewhere', 'unknown-identity'),
+    undo: () => remove(leasePath('l-elsewhere')),
+  },
+  {
+    group: 'Lease',
+    input: "a holder that is a node's name (no hostNetwork pod there)",
+    act: () => lease('l-node', held('node-1')),
+    signal: refusedLease('l-node', 'unknown-identity'),
+    undo: () => remove(leasePath('l-node')),
+  },
+  {
+    group: 'Lease',
+    input: 'a holder that names two pods (both with hostname "twin")',
+    act: () => lease('l-twin', held('twin')),
+    signal: refusedLease('l-twin', 'ambiguous-identity'),
+    undo: () => remove(leasePath('l-twin')),
+  },
 
   // Write access taken away while the operator runs (it remembers a grant for up to 10 minutes): the write it then
   // tries is refused by the API server, and the CR says so.
   {
-    group: 'RBAC', input: 'the driver role binding deleted, then a new level asked for',
+    group: 'RBAC',
+    input: 'the driver role binding deleted, then a new level asked for',
     act: async () => {
       await http.request('DELETE', `/apis/rbac.authorization.k8s.io/v1/namespaces/${NS}/rolebindings/csi-handover-driver`);
       await deployment('r-revoked', 'r-revoked.csi.test', [sleeper(['--v=2'])]);
@@ -210,37 +407,65 @@ beforeAll(async () => {
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
   // A namespace left terminating by an earlier run would refuse our pods: let it go first.
-  await waitFor(`namespace ${NS} from an earlier run to be gone`, 180_000, () => http.get<{ metadata?: { deletionTimestamp?: string } }>(`/api/v1/namespaces/${NS}`)
-    .then((n) => !n.metadata?.deletionTimestamp, () => true), 1_000);
+  await waitFor(
+    `namespace ${NS} from an earlier run to be gone`,
+    180_000,
+    () =>
+      http.get<{ metadata?: { deletionTimestamp?: string } }>(`/api/v1/namespaces/${NS}`).then(
+        (n) => !n.metadata?.deletionTimestamp,
+        () => true,
+      ),
+    1_000,
+  );
   await apply(`/api/v1/namespaces/${NS}`, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } });
   await grantDriverNamespace(http, NS);
-  await waitFor(`default service account in ${NS}`, 30_000, () => http.get(`/api/v1/namespaces/${NS}/serviceaccounts/default`).then(() => true, () => false));
+  await waitFor(`default service account in ${NS}`, 30_000, () =>
+    http.get(`/api/v1/namespaces/${NS}/serviceaccounts/default`).then(
+      () => true,
+      () => false,
+    ),
+  );
   // The CRD loosened as an older or hand-edited one could be: enums and patterns gone, types kept.
-  const crd = parse(readFileSync(CRD_FILE, 'utf8')) as { spec: { versions: { schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, Record<string, unknown>> } } } } }[] } };
+  const crd = parse(readFileSync(CRD_FILE, 'utf8')) as {
+    spec: { versions: { schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, Record<string, unknown>> } } } } }[] };
+  };
   for (const field of Object.values(crd.spec.versions[0]?.schema.openAPIV3Schema.properties.spec.properties ?? {})) {
     delete field.enum;
     delete field.pattern;
   }
   writeFileSync(permissiveCrd, stringify(crd));
   await kubectl('apply', '-f', permissiveCrd);
-  await waitFor('the loosened CRD to accept a bad value', 30_000, async () => {
-    try {
-      await http.request('POST', CR_API, { body: { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: 'probe.csi.test' }, spec: { logLevel: 'Probe' } }, query: { dryRun: 'All' } });
-      return true;
-    } catch {
-      return false;
-    }
-  }, 500);
+  await waitFor(
+    'the loosened CRD to accept a bad value',
+    30_000,
+    async () => {
+      try {
+        await http.request('POST', CR_API, {
+          body: { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: 'probe.csi.test' }, spec: { logLevel: 'Probe' } },
+          query: { dryRun: 'All' },
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    500,
+  );
   // The workloads' driver (Debug) with one running pod to anchor the Lease cases, and two pods named "twin".
   await cr(WL_DRIVER, { logLevel: 'Debug', managementState: 'Managed' }).catch((err: unknown) => {
     if (!(err instanceof KubeApiError && err.status === 409)) throw err;
   });
   await deployment('anchor', WL_DRIVER, [sleeper(['--v=4'])], { replicas: 1 });
   await deployment('twins', WL_DRIVER, [sleeper(['--v=4'])], { replicas: 2, hostname: 'twin' });
-  await waitFor('anchor and twins running', 120_000, async () => {
-    const pods = (await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`)).items;
-    return pods.filter((p) => p.status?.phase === 'Running').length >= 3;
-  }, 500);
+  await waitFor(
+    'anchor and twins running',
+    120_000,
+    async () => {
+      const pods = (await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`)).items;
+      return pods.filter((p) => p.status?.phase === 'Running').length >= 3;
+    },
+    500,
+  );
   await waitFor(`${WL_DRIVER} settled`, 60_000, condition(WL_DRIVER, 'Progressing', 'False', 'AsExpected'), 500);
 }, 600_000);
 
@@ -272,7 +497,9 @@ it(`${CASES.length} bad inputs: each answered clearly, none makes the operator w
       await c.undo?.();
     }
   }
-  const table = results.map((r) => `${r.group.padEnd(16)} ${r.input.padEnd(70)} ${r.writes.length ? `WROTE ${r.writes.join(', ')}` : 'wrote nothing'} | ${r.answer.slice(0, 160)}`);
+  const table = results.map(
+    (r) => `${r.group.padEnd(16)} ${r.input.padEnd(70)} ${r.writes.length ? `WROTE ${r.writes.join(', ')}` : 'wrote nothing'} | ${r.answer.slice(0, 160)}`,
+  );
   console.log(`bad-input matrix: ${results.length} inputs\n${table.join('\n')}`);
   expect(results.filter((r) => r.answer.startsWith('no answer') || r.answer.startsWith('accepted')).map((r) => `${r.input}: ${r.answer}`)).toEqual([]);
   expect(results.filter((r) => r.writes.length > 0).map((r) => `${r.input}: ${r.writes.join(', ')}`)).toEqual([]);

@@ -11,7 +11,15 @@ import { makeLogger } from '../../src/log.js';
 import { clusterHttp, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
 import { API_OUTAGE_S, type Fault, FAULTS, inject, operatorRelisted, operatorRestarts, operatorSteppedDown, whenTerminating } from '../../hack/lib/faults.js';
 import { Observer, type ObserverReport } from '../../hack/lib/observer.js';
-import { OPERATOR_NAMESPACE, SAMPLE_CR_PATH, sampleReport, setOperatorEnv, setSampleCrLevel, settledSampleLeader, standaloneSampleAt } from '../../hack/lib/operator.js';
+import {
+  OPERATOR_NAMESPACE,
+  SAMPLE_CR_PATH,
+  sampleReport,
+  setOperatorEnv,
+  setSampleCrLevel,
+  settledSampleLeader,
+  standaloneSampleAt,
+} from '../../hack/lib/operator.js';
 import { deploymentPath, waitLeasesHeldBy } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -40,12 +48,30 @@ function flipLevel(): Promise<void> {
  * A rollout (`trigger`, a log-level change by default) with `during` run once the old leader is terminating;
  * returns what `during` did and the observer's violations after the rollout completed and the CR settled.
  */
-async function observedRollout(during: (oldLeader: V1Pod) => Promise<unknown>, trigger: () => Promise<unknown> = flipLevel): Promise<ObserverReport & { did: unknown; oldLeader: V1Pod }> {
+async function observedRollout(
+  during: (oldLeader: V1Pod) => Promise<unknown>,
+  trigger: () => Promise<unknown> = flipLevel,
+): Promise<ObserverReport & { did: unknown; oldLeader: V1Pod }> {
   const since = new Date();
   // What the operator said about the handover, when a case fails (its pods are replaced after this file).
   onTestFailed(async () => {
-    const out = await kubectl('-n', OPERATOR_NAMESPACE, 'logs', '-l', 'app.kubernetes.io/name=csi-handover', '--since-time', since.toISOString(), '--tail=-1', '--prefix').catch((err: unknown) => String(err));
-    console.error(`operator log since ${since.toISOString()}:\n${out.split('\n').filter((l) => !l.includes('"level":20')).join('\n')}`);
+    const out = await kubectl(
+      '-n',
+      OPERATOR_NAMESPACE,
+      'logs',
+      '-l',
+      'app.kubernetes.io/name=csi-handover',
+      '--since-time',
+      since.toISOString(),
+      '--tail=-1',
+      '--prefix',
+    ).catch((err: unknown) => String(err));
+    console.error(
+      `operator log since ${since.toISOString()}:\n${out
+        .split('\n')
+        .filter((l) => !l.includes('"level":20'))
+        .join('\n')}`,
+    );
   });
   const oldLeader = await settledSampleLeader(http);
   const observer = new Observer(http, { namespace: NS, leases, gateTimeoutMs: GATE_TIMEOUT_MS, log });
@@ -56,10 +82,15 @@ async function observedRollout(during: (oldLeader: V1Pod) => Promise<unknown>, t
     await whenTerminating(http, NS, oldLeader.metadata?.name ?? '', 60_000);
     did = await during(oldLeader);
     // The rollout replaced the old leader and the new pod holds every lease.
-    await waitFor('a new leader for every lease', 180_000, async () => {
-      const pod = await settledSampleLeader(http).catch(() => undefined);
-      return pod && pod.metadata?.name !== oldLeader.metadata?.name;
-    }, 1_000);
+    await waitFor(
+      'a new leader for every lease',
+      180_000,
+      async () => {
+        const pod = await settledSampleLeader(http).catch(() => undefined);
+        return pod && pod.metadata?.name !== oldLeader.metadata?.name;
+      },
+      1_000,
+    );
   } catch (err) {
     observer.stopWatching();
     throw err;
@@ -84,7 +115,7 @@ function expectSound(r: ObserverReport, oldLeader: V1Pod): string[] {
 }
 
 describe('the observer', () => {
-  it('is not blind: a release record written (with the operator\'s mark) for a holder that runs is a violation', async () => {
+  it("is not blind: a release record written (with the operator's mark) for a holder that runs is a violation", async () => {
     const leader = await settledSampleLeader(http);
     const observer = new Observer(http, { namespace: NS, leases, gateTimeoutMs: GATE_TIMEOUT_MS, log });
     await observer.start();
@@ -94,8 +125,19 @@ describe('the observer', () => {
       // What a wrong release would write; the running holder simply takes its lease again on its next try.
       const l = await http.get<V1Lease>(path);
       const now = new Date().toISOString().replace('Z', '000Z'); // a MicroTime
-      await http.request('PUT', path, { body: { ...l, metadata: { ...l.metadata, annotations: { ...l.metadata?.annotations, [RELEASED_BY_OPERATOR]: now } }, spec: { ...l.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now } } });
-      await waitFor('the holder to take its lease again', 30_000, async () => (await http.get<V1Lease>(path)).spec?.holderIdentity === leader.metadata?.name, 250);
+      await http.request('PUT', path, {
+        body: {
+          ...l,
+          metadata: { ...l.metadata, annotations: { ...l.metadata?.annotations, [RELEASED_BY_OPERATOR]: now } },
+          spec: { ...l.spec, holderIdentity: '', leaseDurationSeconds: 1, acquireTime: now, renewTime: now },
+        },
+      });
+      await waitFor(
+        'the holder to take its lease again',
+        30_000,
+        async () => (await http.get<V1Lease>(path)).spec?.holderIdentity === leader.metadata?.name,
+        250,
+      );
       await waitFor('the observer to report it', 15_000, () => observer.violations().length > 0, 250);
     } finally {
       observer.stopWatching();
@@ -136,7 +178,17 @@ describe('workloads that make a handover hard', () => {
   it('a container that ignores SIGTERM keeps the old pod alive until SIGKILL: the operator never releases, the leases expire', async () => {
     // `--v` as sh's $0: the operator keeps it in step with the CR like every other container's.
     const script = 'trap "" TERM; while :; do sleep 1; done';
-    await http.patch(controllerPath, [{ op: 'add', path: '/spec/template/spec/containers/-', value: { name: 'stubborn', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', script], args: [`--v=${level === 'Debug' ? 4 : 2}`] } }], PatchType.json);
+    await http.patch(
+      controllerPath,
+      [
+        {
+          op: 'add',
+          path: '/spec/template/spec/containers/-',
+          value: { name: 'stubborn', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', script], args: [`--v=${level === 'Debug' ? 4 : 2}`] },
+        },
+      ],
+      PatchType.json,
+    );
     try {
       const r = await observedRollout(async () => undefined);
       const oldLeader = r.oldLeader;
@@ -161,10 +213,19 @@ describe('workloads that make a handover hard', () => {
     try {
       const old = await settledSampleLeader(http);
       await http.patch(controllerPath, [{ op: 'add', path: `/spec/template/spec/containers/${attacher}/args/-`, value: '--no-such-flag' }], PatchType.json);
-      crashing = await waitFor('the new pod crash-looping', 180_000, async () => {
-        const pods = (await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app.kubernetes.io/name=csi-hostpath-controller' })).items;
-        return pods.find((p) => p.metadata?.name !== old.metadata?.name && (p.status?.containerStatuses?.find((c) => c.name === 'csi-attacher')?.restartCount ?? 0) >= 2);
-      }, 1_000);
+      crashing = await waitFor(
+        'the new pod crash-looping',
+        180_000,
+        async () => {
+          const pods = (
+            await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${NS}/pods`, { labelSelector: 'app.kubernetes.io/name=csi-hostpath-controller' })
+          ).items;
+          return pods.find(
+            (p) => p.metadata?.name !== old.metadata?.name && (p.status?.containerStatuses?.find((c) => c.name === 'csi-attacher')?.restartCount ?? 0) >= 2,
+          );
+        },
+        1_000,
+      );
       // The four healthy sidecars lead in the new pod; the attacher's lease has no live holder.
       const others = leases.filter((l) => l !== lease);
       await waitLeasesHeldBy(http, NS, others, [crashing], 120_000);

@@ -32,8 +32,30 @@ function webhookCert(): { key: string; cert: string; ca: string } {
   const pki = join(localDir, 'pki');
   try {
     writeFileSync(join(dir, 'ext'), 'subjectAltName=IP:127.0.0.1\n');
-    execFileSync('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key'), '-out', join(dir, 'csr'), '-subj', '/CN=race-webhook'], { stdio: 'ignore' });
-    execFileSync('openssl', ['x509', '-req', '-in', join(dir, 'csr'), '-CA', join(pki, 'ca.crt'), '-CAkey', join(pki, 'ca.key'), '-CAcreateserial', '-out', join(dir, 'crt'), '-days', '1', '-extfile', join(dir, 'ext')], { stdio: 'ignore' });
+    execFileSync('openssl', ['req', '-newkey', 'rsa:2048', '-nodes', '-keyout', join(dir, 'key'), '-out', join(dir, 'csr'), '-subj', '/CN=race-webhook'], {
+      stdio: 'ignore',
+    });
+    execFileSync(
+      'openssl',
+      [
+        'x509',
+        '-req',
+        '-in',
+        join(dir, 'csr'),
+        '-CA',
+        join(pki, 'ca.crt'),
+        '-CAkey',
+        join(pki, 'ca.key'),
+        '-CAcreateserial',
+        '-out',
+        join(dir, 'crt'),
+        '-days',
+        '1',
+        '-extfile',
+        join(dir, 'ext'),
+      ],
+      { stdio: 'ignore' },
+    );
     return { key: readFileSync(join(dir, 'key'), 'utf8'), cert: readFileSync(join(dir, 'crt'), 'utf8'), ca: readFileSync(join(pki, 'ca.crt'), 'utf8') };
   } finally {
     rmSync(dir, { recursive: true, force: true }); // the key stays in memory only; nothing left in /tmp
@@ -52,41 +74,72 @@ beforeAll(async () => {
   await kubectl('label', 'namespace', NS, 'csi-handover-test=race');
   await grantDriverNamespace(http, NS);
   // A managed workload whose pod will "hold" the lease.
-  await http.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, { body: {
-    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'holder', labels: { 'csi-handover.io/driver': 'race.csi.example.com' } },
-    spec: { replicas: 1, selector: { matchLabels: { app: 'holder' } }, template: { metadata: { labels: { app: 'holder' } }, spec: {
-      terminationGracePeriodSeconds: 5,
-      containers: [{ name: 'c', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done'] }],
-    } } },
-  } });
+  await http.request('POST', `/apis/apps/v1/namespaces/${NS}/deployments`, {
+    body: {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'holder', labels: { 'csi-handover.io/driver': 'race.csi.example.com' } },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: 'holder' } },
+        template: {
+          metadata: { labels: { app: 'holder' } },
+          spec: {
+            terminationGracePeriodSeconds: 5,
+            containers: [{ name: 'c', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done'] }],
+          },
+        },
+      },
+    },
+  });
   const { key, cert, ca } = webhookCert();
   server = createServer({ key, cert }, (req, res) => {
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString()));
     req.on('end', () => {
       const review = JSON.parse(body) as { request: { uid: string; name: string; object?: { spec?: { holderIdentity?: string } } } };
-      const respond = () => res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({
-        apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, allowed: true },
-      }));
+      const respond = () =>
+        res.writeHead(200, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            apiVersion: 'admission.k8s.io/v1',
+            kind: 'AdmissionReview',
+            response: { uid: review.request.uid, allowed: true },
+          }),
+        );
       const isRelease = review.request.name === LEASE && (review.request.object?.spec?.holderIdentity ?? '') === '';
       if (!isRelease) return respond();
       releaseAttempts++;
       // Hold the release request, renew under the old identity a moment later, then let the request go on.
       setTimeout(() => {
-        renewAsHolder().then(() => renewals++, () => undefined).finally(respond);
+        renewAsHolder()
+          .then(
+            () => renewals++,
+            () => undefined,
+          )
+          .finally(respond);
       }, 1_500);
     });
   });
   await new Promise<void>((resolve) => server?.listen(PORT, '127.0.0.1', resolve));
-  await http.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', { body: {
-    apiVersion: 'admissionregistration.k8s.io/v1', kind: 'ValidatingWebhookConfiguration', metadata: { name: `race-${NS}` },
-    webhooks: [{
-      name: 'race.csi-handover.test', admissionReviewVersions: ['v1'], sideEffects: 'NoneOnDryRun', failurePolicy: 'Ignore', timeoutSeconds: 10,
-      clientConfig: { url: `https://127.0.0.1:${PORT}/validate`, caBundle: Buffer.from(ca).toString('base64') },
-      namespaceSelector: { matchLabels: { 'csi-handover-test': 'race' } },
-      rules: [{ apiGroups: ['coordination.k8s.io'], apiVersions: ['v1'], resources: ['leases'], operations: ['UPDATE'] }],
-    }],
-  } });
+  await http.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+    body: {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: { name: `race-${NS}` },
+      webhooks: [
+        {
+          name: 'race.csi-handover.test',
+          admissionReviewVersions: ['v1'],
+          sideEffects: 'NoneOnDryRun',
+          failurePolicy: 'Ignore',
+          timeoutSeconds: 10,
+          clientConfig: { url: `https://127.0.0.1:${PORT}/validate`, caBundle: Buffer.from(ca).toString('base64') },
+          namespaceSelector: { matchLabels: { 'csi-handover-test': 'race' } },
+          rules: [{ apiGroups: ['coordination.k8s.io'], apiVersions: ['v1'], resources: ['leases'], operations: ['UPDATE'] }],
+        },
+      ],
+    },
+  });
 });
 
 afterAll(async () => {
@@ -100,10 +153,14 @@ const releaseConflicts = () => operatorMetric(http, 'csi_handover_release_confli
 it('a renewal between the operator’s read and write → 409, decided again, no release', async () => {
   const [pod] = await waitRolloutComplete(http, NS, 'holder', 120_000);
   const holder = pod?.metadata?.name ?? '';
-  await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, { body: {
-    apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE },
-    spec: { holderIdentity: holder, leaseDurationSeconds: 120, acquireTime: microTime(Date.now()), renewTime: microTime(Date.now()), leaseTransitions: 0 },
-  } });
+  await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, {
+    body: {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: LEASE },
+      spec: { holderIdentity: holder, leaseDurationSeconds: 120, acquireTime: microTime(Date.now()), renewTime: microTime(Date.now()), leaseTransitions: 0 },
+    },
+  });
   const conflictsBefore = await releaseConflicts();
   const recorder = new LeaseRecorder(http, NS, new Set([LEASE]), makeLogger('test', 'warn'));
   await recorder.start();

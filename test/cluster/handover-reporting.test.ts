@@ -17,10 +17,22 @@ const FM = 'csi-handover-test';
 const CRS = '/apis/operator.openshift.io/v1/clustercsidrivers';
 const made: { namespaces: string[]; crs: string[]; clusterObjects: string[] } = { namespaces: [], crs: [], clusterObjects: [] };
 
-interface ReportedLease { lease: string; namespace: string; oldHolder: string; newHolder: string; releasedBy: string; acquireTime?: string; gapSeconds?: number }
+interface ReportedLease {
+  lease: string;
+  namespace: string;
+  oldHolder: string;
+  newHolder: string;
+  releasedBy: string;
+  acquireTime?: string;
+  gapSeconds?: number;
+}
 interface CR {
   metadata: { generation?: number };
-  status?: { observedGeneration?: number; conditions?: { type: string; reason?: string; message?: string }[]; handover?: { lastRollout?: { leases?: ReportedLease[] }; totals?: { handovers: number } } };
+  status?: {
+    observedGeneration?: number;
+    conditions?: { type: string; reason?: string; message?: string }[];
+    handover?: { lastRollout?: { leases?: ReportedLease[] }; totals?: { handovers: number } };
+  };
 }
 
 const apply = (path: string, body: object) => http.apply(path, body, FM);
@@ -29,24 +41,37 @@ async function namespace(name: string): Promise<void> {
   await apply(`/api/v1/namespaces/${name}`, { apiVersion: 'v1', kind: 'Namespace', metadata: { name } });
   made.namespaces.push(name);
   await grantDriverNamespace(http, name);
-  await waitFor(`default service account in ${name}`, 30_000, async () => http.get(`/api/v1/namespaces/${name}/serviceaccounts/default`).then(() => true, () => false));
+  await waitFor(`default service account in ${name}`, 30_000, async () =>
+    http.get(`/api/v1/namespaces/${name}/serviceaccounts/default`).then(
+      () => true,
+      () => false,
+    ),
+  );
 }
 
 /** The driver's service account may run its leader election in `leaseNamespace`, and (cluster-wide) what `clusterRole` grants. */
 async function grant(ns: string, leaseNamespace: string, clusterRole: string): Promise<void> {
   const role = `${ns}-leases`;
   await apply(`/apis/rbac.authorization.k8s.io/v1/namespaces/${leaseNamespace}/roles/${role}`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: { name: role, namespace: leaseNamespace },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'Role',
+    metadata: { name: role, namespace: leaseNamespace },
     rules: [{ apiGroups: ['coordination.k8s.io'], resources: ['leases'], verbs: ['get', 'list', 'watch', 'create', 'update', 'delete'] }],
   });
   await apply(`/apis/rbac.authorization.k8s.io/v1/namespaces/${leaseNamespace}/rolebindings/${role}`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: role, namespace: leaseNamespace },
-    subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }], roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'RoleBinding',
+    metadata: { name: role, namespace: leaseNamespace },
+    subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: role },
   });
   const binding = `${ns}-${clusterRole.replaceAll(':', '-')}`;
   await apply(`/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${binding}`, {
-    apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: { name: binding },
-    subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }], roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterRole },
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: binding },
+    subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: clusterRole },
   });
   made.clusterObjects.push(`clusterrolebinding/${binding}`);
 }
@@ -55,31 +80,60 @@ async function grant(ns: string, leaseNamespace: string, clusterRole: string): P
 async function controller(ns: string, driver: string, spec: Record<string, unknown>, replicas = 1): Promise<void> {
   const labels = { app: 'ctrl', 'csi-handover.io/driver': driver };
   await apply(`/apis/apps/v1/namespaces/${ns}/deployments/ctrl`, {
-    apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'ctrl', namespace: ns, labels },
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
+    metadata: { name: 'ctrl', namespace: ns, labels },
     spec: {
-      replicas, selector: { matchLabels: { app: 'ctrl' } },
+      replicas,
+      selector: { matchLabels: { app: 'ctrl' } },
       strategy: { type: 'RollingUpdate', rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } },
       template: { metadata: { labels }, spec: { terminationGracePeriodSeconds: 30, ...spec } },
     },
   });
-  await http.request('POST', CRS, { body: { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: driver }, spec: { managementState: 'Managed', logLevel: 'Normal' } } })
-    .catch((err: unknown) => { if (!isConflict(err)) throw err; });
+  await http
+    .request('POST', CRS, {
+      body: {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: driver },
+        spec: { managementState: 'Managed', logLevel: 'Normal' },
+      },
+    })
+    .catch((err: unknown) => {
+      if (!isConflict(err)) throw err;
+    });
   made.crs.push(driver);
   await waitRolloutComplete(http, ns, 'ctrl', 120_000);
 }
 
 /** csi-attacher (upstream image) beside the stateless csi-test-driver, electing in `electIn` (default: its own namespace). */
-function attacherDriver(csiDriver: string, opts: { electIn?: string; hostNetwork?: boolean; node?: string; leaseSeconds?: number } = {}): Record<string, unknown> {
+function attacherDriver(
+  csiDriver: string,
+  opts: { electIn?: string; hostNetwork?: boolean; node?: string; leaseSeconds?: number } = {},
+): Record<string, unknown> {
   const lease = opts.leaseSeconds ?? 15;
   return {
     hostNetwork: opts.hostNetwork,
     nodeSelector: opts.node ? { 'kubernetes.io/hostname': opts.node } : undefined,
     containers: [
-      { name: 'driver', image: 'csi-handover.local/csi-test-driver:v0.1.0', args: [`--drivername=${csiDriver}`, '--endpoint=unix:///csi/csi.sock', '--nodeid=n', '--v=2'], volumeMounts: [{ name: 'socket', mountPath: '/csi' }] },
       {
-        name: 'csi-attacher', image: 'registry.k8s.io/sig-storage/csi-attacher:v4.12.0',
-        args: ['--csi-address=/csi/csi.sock', '--v=2', '--leader-election=true', ...(opts.electIn ? [`--leader-election-namespace=${opts.electIn}`] : []),
-          `--leader-election-lease-duration=${lease}s`, `--leader-election-renew-deadline=${Math.round(lease * 2 / 3)}s`, '--leader-election-retry-period=2s'],
+        name: 'driver',
+        image: 'csi-handover.local/csi-test-driver:v0.1.0',
+        args: [`--drivername=${csiDriver}`, '--endpoint=unix:///csi/csi.sock', '--nodeid=n', '--v=2'],
+        volumeMounts: [{ name: 'socket', mountPath: '/csi' }],
+      },
+      {
+        name: 'csi-attacher',
+        image: 'registry.k8s.io/sig-storage/csi-attacher:v4.12.0',
+        args: [
+          '--csi-address=/csi/csi.sock',
+          '--v=2',
+          '--leader-election=true',
+          ...(opts.electIn ? [`--leader-election-namespace=${opts.electIn}`] : []),
+          `--leader-election-lease-duration=${lease}s`,
+          `--leader-election-renew-deadline=${Math.round((lease * 2) / 3)}s`,
+          '--leader-election-retry-period=2s',
+        ],
         volumeMounts: [{ name: 'socket', mountPath: '/csi' }],
       },
     ],
@@ -89,23 +143,35 @@ function attacherDriver(csiDriver: string, opts: { electIn?: string; hostNetwork
 const attacherLease = (csiDriver: string) => `external-attacher-leader-${csiDriver.replaceAll('.', '-')}`;
 
 async function holderOf(ns: string, lease: string): Promise<string | undefined> {
-  return http.get<{ spec?: { holderIdentity?: string } }>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`).then((l) => l.spec?.holderIdentity || undefined, () => undefined);
+  return http.get<{ spec?: { holderIdentity?: string } }>(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${lease}`).then(
+    (l) => l.spec?.holderIdentity || undefined,
+    () => undefined,
+  );
 }
 
 /** Waits for the CR to report a handover of this lease acquired after `since`; returns it. */
 async function reported(driver: string, namespace: string, lease: string, since: Date, timeoutMs = 60_000): Promise<ReportedLease> {
-  return waitFor(`${driver} to report a handover of ${namespace}/${lease}`, timeoutMs, async () => {
-    const cr = await http.get<CR>(`${CRS}/${driver}`);
-    const r = cr.status?.handover?.lastRollout?.leases?.find((l) => l.lease === lease && l.namespace === namespace);
-    return r && Date.parse(r.acquireTime ?? '') >= since.getTime() - 1_000 ? r : undefined;
-  }, 250);
+  return waitFor(
+    `${driver} to report a handover of ${namespace}/${lease}`,
+    timeoutMs,
+    async () => {
+      const cr = await http.get<CR>(`${CRS}/${driver}`);
+      const r = cr.status?.handover?.lastRollout?.leases?.find((l) => l.lease === lease && l.namespace === namespace);
+      return r && Date.parse(r.acquireTime ?? '') >= since.getTime() - 1_000 ? r : undefined;
+    },
+    250,
+  );
 }
 
 beforeAll(async () => {
   // A namespace left by an interrupted run may still be terminating: creating into it would fail.
   for (const ns of ['report-suffix', 'report-hostnet', 'report-elsewhere', 'report-leases', 'report-twin-a', 'report-twin-b']) {
     await waitFor(`namespace ${ns} gone or active`, 120_000, async () =>
-      http.get<{ status?: { phase?: string } }>(`/api/v1/namespaces/${ns}`).then((n) => n.status?.phase !== 'Terminating', (err: unknown) => isNotFound(err)));
+      http.get<{ status?: { phase?: string } }>(`/api/v1/namespaces/${ns}`).then(
+        (n) => n.status?.phase !== 'Terminating',
+        (err: unknown) => isNotFound(err),
+      ),
+    );
   }
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
@@ -125,22 +191,36 @@ describe('every handover is reported', () => {
     await grant(ns, ns, 'system:kube-scheduler');
     await grant(ns, ns, 'system:volume-scheduler'); // it syncs every informer before it elects
     await apply(`/apis/rbac.authorization.k8s.io/v1/namespaces/kube-system/rolebindings/${ns}-auth-reader`, {
-      apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: { name: `${ns}-auth-reader`, namespace: 'kube-system' },
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: `${ns}-auth-reader`, namespace: 'kube-system' },
       subjects: [{ kind: 'ServiceAccount', name: 'default', namespace: ns }],
       roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'extension-apiserver-authentication-reader' },
     });
     made.clusterObjects.push(`-n kube-system rolebinding/${ns}-auth-reader`);
     await apply(`/api/v1/namespaces/${ns}/configmaps/scheduler`, {
-      apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'scheduler', namespace: ns },
-      data: { 'config.yaml': [
-        'apiVersion: kubescheduler.config.k8s.io/v1', 'kind: KubeSchedulerConfiguration',
-        // A profile no pod asks for: it schedules nothing, it only elects.
-        'profiles: [{schedulerName: csi-handover-test-nobody}]',
-        `leaderElection: {leaderElect: true, resourceLock: leases, resourceNamespace: ${ns}, resourceName: test-scheduler, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}`,
-      ].join('\n') },
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'scheduler', namespace: ns },
+      data: {
+        'config.yaml': [
+          'apiVersion: kubescheduler.config.k8s.io/v1',
+          'kind: KubeSchedulerConfiguration',
+          // A profile no pod asks for: it schedules nothing, it only elects.
+          'profiles: [{schedulerName: csi-handover-test-nobody}]',
+          `leaderElection: {leaderElect: true, resourceLock: leases, resourceNamespace: ${ns}, resourceName: test-scheduler, leaseDuration: 15s, renewDeadline: 10s, retryPeriod: 2s}`,
+        ].join('\n'),
+      },
     });
     await controller(ns, driver, {
-      containers: [{ name: 'scheduler', image: 'registry.k8s.io/kube-scheduler:v1.36.3', command: ['/kube-scheduler', '--config=/etc/scheduler/config.yaml', '--v=2'], volumeMounts: [{ name: 'config', mountPath: '/etc/scheduler' }] }],
+      containers: [
+        {
+          name: 'scheduler',
+          image: 'registry.k8s.io/kube-scheduler:v1.36.3',
+          command: ['/kube-scheduler', '--config=/etc/scheduler/config.yaml', '--v=2'],
+          volumeMounts: [{ name: 'config', mountPath: '/etc/scheduler' }],
+        },
+      ],
       volumes: [{ name: 'config', configMap: { name: 'scheduler' } }],
     });
     const before = await waitFor('the scheduler leading', 60_000, () => holderOf(ns, 'test-scheduler'));
@@ -203,7 +283,9 @@ describe('every handover is reported', () => {
       expect(r.releasedBy).toBe('operator');
       const cr = await http.get<CR>(`${CRS}/${ns}.csi-handover.test`);
       expect(cr.status?.handover?.lastRollout?.leases?.map((l) => l.namespace)).toEqual([ns]);
-      expect(await operatorMetric(http, `csi_handover_handover_gap_seconds_count{namespace="${ns}",lease="${lease}",released_by="operator"}`)).toBeGreaterThanOrEqual(1);
+      expect(
+        await operatorMetric(http, `csi_handover_handover_gap_seconds_count{namespace="${ns}",lease="${lease}",released_by="operator"}`),
+      ).toBeGreaterThanOrEqual(1);
     }
   });
 
@@ -223,8 +305,9 @@ describe('every handover is reported', () => {
     });
     expect(after.status?.handover?.lastRollout?.leases).toEqual(before.status?.handover?.lastRollout?.leases);
     expect(after.status?.handover?.totals).toEqual(before.status?.handover?.totals);
-    expect(after.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver')?.message)
-      .toBe(before.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver')?.message);
+    expect(after.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver')?.message).toBe(
+      before.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver')?.message,
+    );
   });
 });
 
@@ -235,7 +318,9 @@ describe('Events', () => {
     const message = `repeat ${Date.now()}`;
     for (let i = 0; i < 3; i++) await recorder.emit(target, 'Normal', 'TestRepeat', message);
     const list = await http.get<{ items: { count?: number; message?: string; lastTimestamp?: string; firstTimestamp?: string }[] }>(
-      '/api/v1/namespaces/report-suffix/events', { fieldSelector: 'reason=TestRepeat' });
+      '/api/v1/namespaces/report-suffix/events',
+      { fieldSelector: 'reason=TestRepeat' },
+    );
     const mine = list.items.filter((e) => e.message === message);
     expect(mine).toHaveLength(1);
     expect(mine[0]?.count).toBe(3);

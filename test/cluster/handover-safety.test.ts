@@ -5,7 +5,18 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
-import { clusterHttp, deploySample, kubectl, nodeComponent, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, setPartitioned, waitFor } from '../../hack/lib/cluster.js';
+import {
+  clusterHttp,
+  deploySample,
+  kubectl,
+  nodeComponent,
+  nodeEvents,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  setPartitioned,
+  waitFor,
+} from '../../hack/lib/cluster.js';
 import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setSampleCrLevel, settledSampleLeader } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
@@ -111,37 +122,40 @@ describe('no release without proof of death', () => {
     }
   });
 
-  it.each(['kubelet', 'containerd'] as const)('the leader deleted while its node\'s %s is down: nothing released until it is back and the processes are gone', async (component) => {
-    const leader = await settledSampleLeader(http);
-    const name = leader.metadata?.name ?? '';
-    const node = leader.spec?.nodeName ?? '';
-    const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
-    await recorder.start();
-    let restartedAt: number | undefined;
-    try {
-      // Down before the deletion, so the stop can only happen after the restart (a kubelet without its
-      // runtime cannot kill; a stopped kubelet never hears of the deletion).
-      await nodeComponent('stop', node, component);
-      await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
-      // Longer than the lease duration: the old leader keeps running and renewing, so nothing may release.
-      const windowEnd = Date.now() + LEASE_MS + 5_000;
-      await waitFor('the observation window', LEASE_MS + 10_000, () => Date.now() >= windowEnd, 500);
-      for (const lease of leases) expect(recorder.holder(lease), `${lease} while ${component} is down`).toBe(name);
-      expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
-      restartedAt = Date.now();
-      await nodeComponent('start', node, component);
-      await waitReplacedAndLeasesHeld(name);
-    } finally {
-      recorder.stop();
-      await nodeComponent('start', node, component).catch(() => undefined); // a no-op when it runs
-    }
-    const exitedAt = await lastExit(name);
-    expect(exitedAt).toBeGreaterThan(restartedAt ?? Infinity);
-    for (const lease of leases) {
-      const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
-      const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
-      if (released) expect(released.t, `${lease} released after the old processes exited`).toBeGreaterThan(exitedAt);
-      expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited`).toBeGreaterThan(exitedAt);
-    }
-  });
+  it.each(['kubelet', 'containerd'] as const)(
+    "the leader deleted while its node's %s is down: nothing released until it is back and the processes are gone",
+    async (component) => {
+      const leader = await settledSampleLeader(http);
+      const name = leader.metadata?.name ?? '';
+      const node = leader.spec?.nodeName ?? '';
+      const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+      await recorder.start();
+      let restartedAt: number | undefined;
+      try {
+        // Down before the deletion, so the stop can only happen after the restart (a kubelet without its
+        // runtime cannot kill; a stopped kubelet never hears of the deletion).
+        await nodeComponent('stop', node, component);
+        await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
+        // Longer than the lease duration: the old leader keeps running and renewing, so nothing may release.
+        const windowEnd = Date.now() + LEASE_MS + 5_000;
+        await waitFor('the observation window', LEASE_MS + 10_000, () => Date.now() >= windowEnd, 500);
+        for (const lease of leases) expect(recorder.holder(lease), `${lease} while ${component} is down`).toBe(name);
+        expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
+        restartedAt = Date.now();
+        await nodeComponent('start', node, component);
+        await waitReplacedAndLeasesHeld(name);
+      } finally {
+        recorder.stop();
+        await nodeComponent('start', node, component).catch(() => undefined); // a no-op when it runs
+      }
+      const exitedAt = await lastExit(name);
+      expect(exitedAt).toBeGreaterThan(restartedAt ?? Infinity);
+      for (const lease of leases) {
+        const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
+        const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
+        if (released) expect(released.t, `${lease} released after the old processes exited`).toBeGreaterThan(exitedAt);
+        expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited`).toBeGreaterThan(exitedAt);
+      }
+    },
+  );
 });

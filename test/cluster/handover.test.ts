@@ -10,7 +10,16 @@ import { Informer } from '../../src/kube/informer.js';
 import { makeLogger } from '../../src/log.js';
 import { type Handover, handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
-import { clusterHttp, deploySample, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import {
+  clusterHttp,
+  deploySample,
+  kubectl,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_DRIVER,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  waitFor,
+} from '../../hack/lib/cluster.js';
 import { installOperator, operatorLeader, setOperatorMode, setSampleCrLevel, settledSample } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
@@ -20,8 +29,16 @@ const leases = Object.values(SAMPLE_LEASES);
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 const log = makeLogger('test', 'warn');
 
-interface ReportedLease { lease: string; oldHolder: string; newHolder: string; releasedBy: string; gapSeconds?: number }
-interface CR { status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[]; handover?: { lastRollout?: { leases?: ReportedLease[] } } } }
+interface ReportedLease {
+  lease: string;
+  oldHolder: string;
+  newHolder: string;
+  releasedBy: string;
+  gapSeconds?: number;
+}
+interface CR {
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[]; handover?: { lastRollout?: { leases?: ReportedLease[] } } };
+}
 
 const settled = (): Promise<V1Pod[]> => settledSample(http);
 
@@ -61,7 +78,9 @@ async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: H
   const fromDeletion = handoversFrom(recorder.observations, deletionSeen).filter((h) => oldPods.has(h.oldHolder));
   for (const h of handovers) {
     const kubeletMs = (h.stopAt ?? NaN) - (deletionSeen.get(h.oldHolder) ?? NaN);
-    console.log(`${h.lease}: ${h.oldHolder} → ${h.newHolder} ${h.gapMs === undefined ? '(no SIGTERM)' : `${(h.gapMs / 1000).toFixed(2)}s`} after SIGTERM (the kubelet stopped it ${kubeletMs} ms after the deletion) ${h.releasedAt ? 'released' : 'not released'}`);
+    console.log(
+      `${h.lease}: ${h.oldHolder} → ${h.newHolder} ${h.gapMs === undefined ? '(no SIGTERM)' : `${(h.gapMs / 1000).toFixed(2)}s`} after SIGTERM (the kubelet stopped it ${kubeletMs} ms after the deletion) ${h.releasedAt ? 'released' : 'not released'}`,
+    );
   }
   return { handovers, fromDeletion, before, after };
 }
@@ -78,7 +97,14 @@ function tellSlowHandovers(r: { handovers: Handover[] }, boundMs: number): void 
   console.log(`slow handovers: ${slow.map((h) => `${h.lease} ${h.oldHolder} → ${h.newHolder} ${h.gapMs} ms`).join('; ')}; the operator's log:`);
   for (const pod of operatorLog.pods()) {
     for (const e of operatorLog.entries(pod)) {
-      if (e.t >= from && (e.text.includes('"admission') || e.text.includes('gate') || /shutting down|shutdown|did not stop|leader/.test(e.text) || [...pods].some((p) => e.text.includes(p)))) console.log(`  ${pod} ${e.text.slice(0, 600)}`);
+      if (
+        e.t >= from &&
+        (e.text.includes('"admission') ||
+          e.text.includes('gate') ||
+          /shutting down|shutdown|did not stop|leader/.test(e.text) ||
+          [...pods].some((p) => e.text.includes(p)))
+      )
+        console.log(`  ${pod} ${e.text.slice(0, 600)}`);
     }
   }
 }
@@ -103,7 +129,9 @@ async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover
   const cr = await waitFor('handover report in the CR', 30_000, async () => {
     const c = await http.get<CR>(crPath);
     const reported = c.status?.handover?.lastRollout?.leases ?? [];
-    return leases.every((l) => reported.some((x) => x.lease === l && x.newHolder === r.handovers.filter((h) => h.lease === l).at(-1)?.newHolder)) ? c : undefined;
+    return leases.every((l) => reported.some((x) => x.lease === l && x.newHolder === r.handovers.filter((h) => h.lease === l).at(-1)?.newHolder))
+      ? c
+      : undefined;
   });
   for (const lease of leases) {
     const ours = r.fromDeletion.filter((h) => h.lease === lease).at(-1);
@@ -119,10 +147,27 @@ async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover
   expect(condition?.message).toMatch(/largest gap/);
   // The Events are gathered and written apart from the status (each batch waits for half a second without news):
   // the last one may land just after the status that reports it.
-  const readEvents = () => kubectl('get', 'events', '-n', 'default', '--field-selector', `reason=LeaseHandedOver,involvedObject.name=${SAMPLE_DRIVER}`, '-o', 'jsonpath={range .items[*]}{.message}{"\\n"}{end}');
+  const readEvents = () =>
+    kubectl(
+      'get',
+      'events',
+      '-n',
+      'default',
+      '--field-selector',
+      `reason=LeaseHandedOver,involvedObject.name=${SAMPLE_DRIVER}`,
+      '-o',
+      'jsonpath={range .items[*]}{.message}{"\\n"}{end}',
+    );
   const named = (text: string) => r.handovers.every((h) => text.includes(`${h.oldHolder} → ${h.newHolder}`));
-  const events = await waitFor('LeaseHandedOver Events naming every handover', 10_000, async () => { const t = await readEvents(); return named(t) ? t : undefined; }, 500)
-    .catch(() => readEvents());
+  const events = await waitFor(
+    'LeaseHandedOver Events naming every handover',
+    10_000,
+    async () => {
+      const t = await readEvents();
+      return named(t) ? t : undefined;
+    },
+    500,
+  ).catch(() => readEvents());
   for (const h of r.handovers) expect(events, `event for ${h.lease} → ${h.newHolder}`).toContain(`${h.oldHolder} → ${h.newHolder}`);
 }
 
@@ -171,12 +216,22 @@ describe('other rollouts of managed Deployments', () => {
     const r = await measured(async () => {
       // As `kubectl drain` does for each pod: the Eviction API (lowest deletion cost first).
       const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 60_000);
-      const byCost = [...pods].sort((a, b) => Number(a.metadata?.annotations?.['controller.kubernetes.io/pod-deletion-cost'] ?? 0) - Number(b.metadata?.annotations?.['controller.kubernetes.io/pod-deletion-cost'] ?? 0));
+      const byCost = [...pods].sort(
+        (a, b) =>
+          Number(a.metadata?.annotations?.['controller.kubernetes.io/pod-deletion-cost'] ?? 0) -
+          Number(b.metadata?.annotations?.['controller.kubernetes.io/pod-deletion-cost'] ?? 0),
+      );
       for (const p of byCost) {
-        await http.request('POST', `/api/v1/namespaces/${NS}/pods/${p.metadata?.name}/eviction`, { body: {
-          apiVersion: 'policy/v1', kind: 'Eviction', metadata: { name: p.metadata?.name, namespace: NS },
-        } });
-        await waitFor(`replacement of ${p.metadata?.name}`, 60_000, async () => (await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 60_000)).every((x) => x.metadata?.name !== p.metadata?.name));
+        await http.request('POST', `/api/v1/namespaces/${NS}/pods/${p.metadata?.name}/eviction`, {
+          body: {
+            apiVersion: 'policy/v1',
+            kind: 'Eviction',
+            metadata: { name: p.metadata?.name, namespace: NS },
+          },
+        });
+        await waitFor(`replacement of ${p.metadata?.name}`, 60_000, async () =>
+          (await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 60_000)).every((x) => x.metadata?.name !== p.metadata?.name),
+        );
       }
     });
     expectFastHandovers(r, 10_000);
@@ -232,7 +287,9 @@ describe('companion mode, OpenShift timings', () => {
     expect((await http.get<V1Deployment>(deploymentPath(NS, SAMPLE_DEPLOYMENT))).metadata?.generation).toBe(generation + 4);
     const sorted = [...gaps].sort((a, b) => a - b);
     const q = (p: number) => ((sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))] ?? NaN) / 1000).toFixed(2);
-    console.log(`companion, ${gaps.length} handovers: gap p50 ${q(0.5)}s, p90 ${q(0.9)}s, max ${q(1)}s (s: ${gaps.map((g) => (g / 1000).toFixed(1)).join(', ')})`);
+    console.log(
+      `companion, ${gaps.length} handovers: gap p50 ${q(0.5)}s, p90 ${q(0.9)}s, max ${q(1)}s (s: ${gaps.map((g) => (g / 1000).toFixed(1)).join(', ')})`,
+    );
     expect(gaps.length).toBeGreaterThanOrEqual(20);
   });
 });

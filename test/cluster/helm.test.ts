@@ -7,7 +7,18 @@ import { promisify } from 'node:util';
 import type { V1Deployment, V1Namespace } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { binDir, clusterHttp, kubeconfigPath, kubectl, repoRoot, SAMPLE_LEASES, waitFor } from '../../hack/lib/cluster.js';
-import { handOverByLevel, installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, removeKustomizeInstall, sampleReport, standaloneSampleAt, waitOperatorPodsGone } from '../../hack/lib/operator.js';
+import {
+  handOverByLevel,
+  installOperator,
+  LEVELS,
+  OPERATOR_NAMESPACE,
+  operatorLeader,
+  operatorPods,
+  removeKustomizeInstall,
+  sampleReport,
+  standaloneSampleAt,
+  waitOperatorPodsGone,
+} from '../../hack/lib/operator.js';
 import { deploymentPath, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const run = promisify(execFile);

@@ -17,7 +17,12 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** `kubectl csi-handover ...` through the real kubectl, the plugin found on PATH. */
 async function plugin(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  const env = { ...process.env, KUBECONFIG: kubeconfigPath, PATH: `${join(repoRoot, 'bin')}:${binDir}:${process.env.PATH ?? ''}`, KUBECTL: join(binDir, 'kubectl') };
+  const env = {
+    ...process.env,
+    KUBECONFIG: kubeconfigPath,
+    PATH: `${join(repoRoot, 'bin')}:${binDir}:${process.env.PATH ?? ''}`,
+    KUBECTL: join(binDir, 'kubectl'),
+  };
   return run(join(binDir, 'kubectl'), ['csi-handover', ...args], { env }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
     (err: { code?: number; stdout?: string; stderr?: string }) => ({ code: err.code ?? -1, stdout: err.stdout ?? '', stderr: err.stderr ?? '' }),

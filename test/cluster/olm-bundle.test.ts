@@ -15,7 +15,17 @@ import type { V1Deployment } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { clusterHttp, kubectl, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import { handOverByLevel, installOperator, LEVELS, OPERATOR_NAMESPACE, operatorLeader, operatorPods, removeKustomizeInstall, standaloneSampleAt, waitOperatorPodsGone } from '../../hack/lib/operator.js';
+import {
+  handOverByLevel,
+  installOperator,
+  LEVELS,
+  OPERATOR_NAMESPACE,
+  operatorLeader,
+  operatorPods,
+  removeKustomizeInstall,
+  standaloneSampleAt,
+  waitOperatorPodsGone,
+} from '../../hack/lib/operator.js';
 import { deploymentPath, templateVerbosity, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { thirdPartyDir } from '../../hack/lib/third-party.js';
 
@@ -25,12 +35,23 @@ const bundle = join(repoRoot, 'bundle', 'manifests');
 const dir = mkdtempSync(join(tmpdir(), 'csi-handover-olm-'));
 const FIELD_MANAGER = 'csi-handover-bundle-test';
 
-interface Rule { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }
-interface Csv { spec: { install: { spec: {
-  clusterPermissions: { serviceAccountName: string; rules: Rule[] }[];
-  permissions: { serviceAccountName: string; rules: Rule[] }[];
-  deployments: { name: string; spec: V1Deployment['spec'] }[];
-} } } }
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+interface Csv {
+  spec: {
+    install: {
+      spec: {
+        clusterPermissions: { serviceAccountName: string; rules: Rule[] }[];
+        permissions: { serviceAccountName: string; rules: Rule[] }[];
+        deployments: { name: string; spec: V1Deployment['spec'] }[];
+      };
+    };
+  };
+}
 
 const csv = parse(readFileSync(join(bundle, 'csi-handover.clusterserviceversion.yaml'), 'utf8')) as Csv;
 
@@ -44,17 +65,29 @@ function installedByOlm(): object[] {
     ...[...accounts].map((name) => ({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: meta(name) })),
     ...s.clusterPermissions.flatMap((p, i) => [
       { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRole', metadata: meta(`csi-handover-olm-${i}`, false), rules: p.rules },
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'ClusterRoleBinding', metadata: meta(`csi-handover-olm-${i}`, false),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `csi-handover-olm-${i}` }, subjects: [{ kind: 'ServiceAccount', name: p.serviceAccountName, namespace: ns }] },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'ClusterRoleBinding',
+        metadata: meta(`csi-handover-olm-${i}`, false),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `csi-handover-olm-${i}` },
+        subjects: [{ kind: 'ServiceAccount', name: p.serviceAccountName, namespace: ns }],
+      },
     ]),
     ...s.permissions.flatMap((p, i) => [
       { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'Role', metadata: meta(`csi-handover-olm-${i}`), rules: p.rules },
-      { apiVersion: 'rbac.authorization.k8s.io/v1', kind: 'RoleBinding', metadata: meta(`csi-handover-olm-${i}`),
-        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `csi-handover-olm-${i}` }, subjects: [{ kind: 'ServiceAccount', name: p.serviceAccountName, namespace: ns }] },
+      {
+        apiVersion: 'rbac.authorization.k8s.io/v1',
+        kind: 'RoleBinding',
+        metadata: meta(`csi-handover-olm-${i}`),
+        roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: `csi-handover-olm-${i}` },
+        subjects: [{ kind: 'ServiceAccount', name: p.serviceAccountName, namespace: ns }],
+      },
     ]),
     ...s.deployments.map((d) => ({ apiVersion: 'apps/v1', kind: 'Deployment', metadata: meta(d.name), spec: d.spec })),
     // The bundle's other RBAC manifests (the drivers' write role, which the admin binds per namespace).
-    ...readdirSync(bundle).filter((f) => f.includes('_rbac.authorization.k8s.io_')).map((f) => parse(readFileSync(join(bundle, f), 'utf8')) as object),
+    ...readdirSync(bundle)
+      .filter((f) => f.includes('_rbac.authorization.k8s.io_'))
+      .map((f) => parse(readFileSync(join(bundle, f), 'utf8')) as object),
   ];
 }
 
@@ -67,9 +100,33 @@ const write = (name: string, objs: object[]): string => {
 /** The serving pair OLM issues for a CSV's webhook (Secret <deployment>-service-cert: tls.crt, tls.key). */
 async function issueServingCertAsOlmWould(): Promise<void> {
   const host = `csi-handover-service.${OPERATOR_NAMESPACE}.svc`;
-  await promisify(execFile)('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1', '-subj', `/CN=${host}`,
-    '-addext', `subjectAltName=DNS:${host},DNS:${host}.cluster.local`, '-keyout', join(dir, 'tls.key'), '-out', join(dir, 'tls.crt')]);
-  await kubectl('-n', OPERATOR_NAMESPACE, 'create', 'secret', 'tls', 'csi-handover-service-cert', `--cert=${join(dir, 'tls.crt')}`, `--key=${join(dir, 'tls.key')}`);
+  await promisify(execFile)('openssl', [
+    'req',
+    '-x509',
+    '-newkey',
+    'rsa:2048',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    `/CN=${host}`,
+    '-addext',
+    `subjectAltName=DNS:${host},DNS:${host}.cluster.local`,
+    '-keyout',
+    join(dir, 'tls.key'),
+    '-out',
+    join(dir, 'tls.crt'),
+  ]);
+  await kubectl(
+    '-n',
+    OPERATOR_NAMESPACE,
+    'create',
+    'secret',
+    'tls',
+    'csi-handover-service-cert',
+    `--cert=${join(dir, 'tls.crt')}`,
+    `--key=${join(dir, 'tls.key')}`,
+  );
 }
 
 beforeAll(async () => {
@@ -84,19 +141,30 @@ afterAll(async () => {
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'clusterserviceversion', '--all', '--ignore-not-found').catch(() => undefined);
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'secret', 'csi-handover-service-cert', '--ignore-not-found').catch(() => undefined);
   const olmCrds = thirdPartyDir('olm-crds-v0.45.0');
-  for (const f of readdirSync(olmCrds).filter((f) => f.endsWith('.yaml'))) await kubectl('delete', '-f', join(olmCrds, f), '--ignore-not-found').catch(() => undefined);
+  for (const f of readdirSync(olmCrds).filter((f) => f.endsWith('.yaml')))
+    await kubectl('delete', '-f', join(olmCrds, f), '--ignore-not-found').catch(() => undefined);
   await installOperator(http); // later test files expect the kustomize install
   rmSync(dir, { recursive: true, force: true });
 });
 
 describe('the OLM bundle', () => {
-  it('is accepted, strictly validated, by OLM\'s own CRDs on the API server', async () => {
+  it("is accepted, strictly validated, by OLM's own CRDs on the API server", async () => {
     const olmCrds = thirdPartyDir('olm-crds-v0.45.0');
     for (const f of readdirSync(olmCrds).filter((f) => f.endsWith('.yaml'))) {
       await kubectl('apply', '--server-side', `--field-manager=${FIELD_MANAGER}`, '-f', join(olmCrds, f));
     }
     await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clusterserviceversions.operators.coreos.com');
-    const out = await kubectl('apply', '--server-side', '--force-conflicts', `--field-manager=${FIELD_MANAGER}`, '--validate=strict', '-n', OPERATOR_NAMESPACE, '-f', bundle);
+    const out = await kubectl(
+      'apply',
+      '--server-side',
+      '--force-conflicts',
+      `--field-manager=${FIELD_MANAGER}`,
+      '--validate=strict',
+      '-n',
+      OPERATOR_NAMESPACE,
+      '-f',
+      bundle,
+    );
     expect(out).toMatch(/clusterserviceversion\.operators\.coreos\.com\/csi-handover\.v0\.1\.0 serverside-applied/);
     expect(out).toMatch(/customresourcedefinition\.apiextensions\.k8s\.io\/clustercsidrivers\.operator\.openshift\.io serverside-applied/);
     expect(out).toMatch(/service\/csi-handover-metrics serverside-applied/);
@@ -105,7 +173,7 @@ describe('the OLM bundle', () => {
     expect(stored.spec.install.spec.deployments[0]?.spec).toEqual(csv.spec.install.spec.deployments[0]?.spec);
   });
 
-  it('installed from the CSV\'s permissions and Deployment, the operator runs under restricted Pod Security and hands a lease over', async () => {
+  it("installed from the CSV's permissions and Deployment, the operator runs under restricted Pod Security and hands a lease over", async () => {
     await removeKustomizeInstall(http);
     await issueServingCertAsOlmWould();
     await kubectl('apply', '-f', write('olm-install.yaml', installedByOlm()));

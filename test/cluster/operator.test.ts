@@ -22,16 +22,39 @@ const OP_NS = 'csi-handover';
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${DRIVER}`;
 const dsPath = `/apis/apps/v1/namespaces/${NS}/daemonsets/node-plugin`;
 
-interface Cond { type: string; status: string; reason?: string; message?: string }
-interface CR { metadata: { generation: number; resourceVersion: string }; status?: { observedGeneration?: number; conditions?: Cond[]; generations?: { resource: string; name: string; lastGeneration: number }[] } }
+interface Cond {
+  type: string;
+  status: string;
+  reason?: string;
+  message?: string;
+}
+interface CR {
+  metadata: { generation: number; resourceVersion: string };
+  status?: { observedGeneration?: number; conditions?: Cond[]; generations?: { resource: string; name: string; lastGeneration: number }[] };
+}
 
 const driverContainers = (verbosity: number) => [
   // The driver: klog flag in args.
-  { name: 'driver', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done', 'driver'], args: [`--v=${verbosity}`, '--endpoint=unix:///csi/csi.sock'] },
+  {
+    name: 'driver',
+    image: 'csi-handover.local/shell:v1',
+    command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done', 'driver'],
+    args: [`--v=${verbosity}`, '--endpoint=unix:///csi/csi.sock'],
+  },
   // A sidecar with the two-element form.
-  { name: 'sidecar', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done', 'sidecar'], args: ['-v', String(verbosity), '--timeout=15s'] },
+  {
+    name: 'sidecar',
+    image: 'csi-handover.local/shell:v1',
+    command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done', 'sidecar'],
+    args: ['-v', String(verbosity), '--timeout=15s'],
+  },
   // A proxy without a klog flag: must be left exactly as it is.
-  { name: 'proxy', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done', 'proxy'], args: ['--upstream=http://127.0.0.1:8080'] },
+  {
+    name: 'proxy',
+    image: 'csi-handover.local/shell:v1',
+    command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 0.2; done', 'proxy'],
+    args: ['--upstream=http://127.0.0.1:8080'],
+  },
 ];
 
 function workloads() {
@@ -41,10 +64,23 @@ function workloads() {
     spec: { terminationGracePeriodSeconds: 5, containers: driverContainers(2) },
   });
   return {
-    deployment: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'controller', namespace: NS, labels },
-      spec: { replicas: 2, selector: { matchLabels: { app: 'controller' } }, strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } }, template: template('controller') } },
-    daemonSet: { apiVersion: 'apps/v1', kind: 'DaemonSet', metadata: { name: 'node-plugin', namespace: NS, labels },
-      spec: { selector: { matchLabels: { app: 'node-plugin' } }, template: template('node-plugin') } },
+    deployment: {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'controller', namespace: NS, labels },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: { app: 'controller' } },
+        strategy: { type: 'RollingUpdate', rollingUpdate: { maxUnavailable: 1, maxSurge: 0 } },
+        template: template('controller'),
+      },
+    },
+    daemonSet: {
+      apiVersion: 'apps/v1',
+      kind: 'DaemonSet',
+      metadata: { name: 'node-plugin', namespace: NS, labels },
+      spec: { selector: { matchLabels: { app: 'node-plugin' } }, template: template('node-plugin') },
+    },
   };
 }
 
@@ -87,7 +123,12 @@ async function waitDaemonSetRolled(): Promise<void> {
   await waitFor('daemonset rolled out', 120_000, async () => {
     const ds = await getDaemonSet();
     const s = ds.status;
-    return (s?.observedGeneration ?? 0) >= (ds.metadata?.generation ?? 0) && s?.desiredNumberScheduled === 2 && s.updatedNumberScheduled === 2 && s.numberAvailable === 2;
+    return (
+      (s?.observedGeneration ?? 0) >= (ds.metadata?.generation ?? 0) &&
+      s?.desiredNumberScheduled === 2 &&
+      s.updatedNumberScheduled === 2 &&
+      s.numberAvailable === 2
+    );
   });
 }
 
@@ -111,10 +152,14 @@ afterAll(async () => {
 
 describe('ClusterCSIDriver log level (standalone)', () => {
   it('reports the driver Available and not Progressing, with observedGeneration and generations', async () => {
-    await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-      apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: DRIVER },
-      spec: { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Debug' },
-    } });
+    await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
+      body: {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: DRIVER },
+        spec: { managementState: 'Managed', logLevel: 'Normal', operatorLogLevel: 'Debug' },
+      },
+    });
     await waitCondition('CSIHandoverAvailable', 'True', 'AsExpected');
     await waitCondition('CSIHandoverProgressing', 'False', 'AsExpected');
     const cr = await waitFor('observedGeneration', 30_000, async () => {
@@ -134,7 +179,10 @@ describe('ClusterCSIDriver log level (standalone)', () => {
     await waitDaemonSetRolled();
     await waitCondition('CSIHandoverProgressing', 'False', 'AsExpected');
     const [d1, ds1] = await Promise.all([getDeployment(), getDaemonSet()]);
-    for (const [before, after] of [[d0, d1], [ds0, ds1]] as const) {
+    for (const [before, after] of [
+      [d0, d1],
+      [ds0, ds1],
+    ] as const) {
       expect(after.metadata?.generation).toBe((before.metadata?.generation ?? 0) + 1); // one template write
       expect(argsOf(after)).toEqual({
         driver: ['--v=4', '--endpoint=unix:///csi/csi.sock'],
@@ -146,10 +194,26 @@ describe('ClusterCSIDriver log level (standalone)', () => {
   });
 
   it('keeps conditions that other controllers write (server-side apply, own field manager)', async () => {
-    await http.apply(`${crPath}/status`, {
-      apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: DRIVER },
-      status: { conditions: [{ type: 'HostPathDriverControllerServiceControllerAvailable', status: 'True', reason: 'AsExpected', message: 'written by another controller', lastTransitionTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z') }] },
-    }, 'csi-operator-stand-in');
+    await http.apply(
+      `${crPath}/status`,
+      {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: DRIVER },
+        status: {
+          conditions: [
+            {
+              type: 'HostPathDriverControllerServiceControllerAvailable',
+              status: 'True',
+              reason: 'AsExpected',
+              message: 'written by another controller',
+              lastTransitionTime: new Date().toISOString().replace(/\.\d{3}Z$/, 'Z'),
+            },
+          ],
+        },
+      },
+      'csi-operator-stand-in',
+    );
     const before = await reconcileCount();
     await patchSpec({ operatorLogLevel: 'Debug' });
     await http.patch(crPath, { metadata: { annotations: { 'test/touch': `foreign-${Date.now()}` } } }, PatchType.merge);
@@ -178,7 +242,10 @@ describe('ClusterCSIDriver log level (standalone)', () => {
     // Nothing is handed over meanwhile: a lease PUT counted as work would be a renewal miscounted.
     expect(await leasePutsAsWork(), 'no renewal counted as work').toBe(workBefore);
     const own = await operatorRequests(http, 'leader-election');
-    expect([...own.keys()].filter((k) => !k.endsWith(' leases')), 'leader election touches only leases').toEqual([]);
+    expect(
+      [...own.keys()].filter((k) => !k.endsWith(' leases')),
+      'leader election touches only leases',
+    ).toEqual([]);
     expect((await operatorRequests(http, 'controllers')).get('WATCH pods') ?? 0, 'the controllers watch pods').toBeGreaterThan(0);
   });
 
@@ -191,7 +258,9 @@ describe('ClusterCSIDriver log level (standalone)', () => {
 describe('bad input', () => {
   it('with a CRD that lets a bad value through, goes Degraded naming the field and changes no workload', async () => {
     const crdFile = join(repoRoot, 'crds', 'operator.openshift.io_clustercsidrivers.yaml');
-    const crd = parse(readFileSync(crdFile, 'utf8')) as { spec: { versions: { schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, Record<string, unknown>> } } } } }[] } };
+    const crd = parse(readFileSync(crdFile, 'utf8')) as {
+      spec: { versions: { schema: { openAPIV3Schema: { properties: { spec: { properties: Record<string, Record<string, unknown>> } } } } }[] };
+    };
     const props = crd.spec.versions[0]?.schema.openAPIV3Schema.properties.spec.properties ?? {};
     for (const field of ['logLevel', 'operatorLogLevel', 'managementState']) {
       delete props[field]?.enum;
@@ -329,7 +398,13 @@ function reconcileIntervals(): { identity: string; start: number; end: number }[
   return out;
 }
 
-interface LogLine { time: number; msg: string; driver?: string; identity?: string; level: number }
+interface LogLine {
+  time: number;
+  msg: string;
+  driver?: string;
+  identity?: string;
+  level: number;
+}
 /** Every replica's JSON log lines, read from the nodes as they are written (a deleted pod's too). */
 const operatorLogFollower = new PodLogFollower(OP_NS, 'csi-handover');
 function operatorLogs(): LogLine[] {

@@ -41,10 +41,14 @@ beforeAll(async () => {
   since = Date.now();
   await handOverByLevel(http, LEVELS[2] ?? 'Normal');
   await kubectl('create', 'namespace', OUTSIDE);
-  await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${OUTSIDE}/leases`, { body: {
-    apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: 'someone-elses-leader', namespace: OUTSIDE },
-    spec: { holderIdentity: 'someone', leaseDurationSeconds: 15, renewTime: microTime(Date.now()) },
-  } });
+  await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${OUTSIDE}/leases`, {
+    body: {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: 'someone-elses-leader', namespace: OUTSIDE },
+      spec: { holderIdentity: 'someone', leaseDurationSeconds: 15, renewTime: microTime(Date.now()) },
+    },
+  });
 });
 
 afterAll(async () => {
@@ -62,7 +66,16 @@ describe('least privilege', () => {
     expect([...where].filter((ns) => ![SAMPLE_NAMESPACE, OPERATOR_NAMESPACE, 'default', '(cluster)'].includes(ns))).toEqual([]);
     // Cluster-scoped writes: only the CR's status, the webhook configuration it owns a part of, access reviews.
     const clusterScoped = [...new Set(writes.filter((e) => !e.objectRef?.namespace).map(resourceOf))];
-    expect(clusterScoped.filter((r) => !['operator.openshift.io/clustercsidrivers/status', 'admissionregistration.k8s.io/mutatingwebhookconfigurations', 'authorization.k8s.io/selfsubjectaccessreviews'].includes(r))).toEqual([]);
+    expect(
+      clusterScoped.filter(
+        (r) =>
+          ![
+            'operator.openshift.io/clustercsidrivers/status',
+            'admissionregistration.k8s.io/mutatingwebhookconfigurations',
+            'authorization.k8s.io/selfsubjectaccessreviews',
+          ].includes(r),
+      ),
+    ).toEqual([]);
     // In the driver's namespace it released leases and patched pods: the handover it just did.
     const inDriver = new Set(writes.filter((e) => e.objectRef?.namespace === SAMPLE_NAMESPACE).map((e) => `${e.verb} ${resourceOf(e)}`));
     expect(inDriver).toContain('update coordination.k8s.io/leases');
@@ -71,59 +84,114 @@ describe('least privilege', () => {
 
   it('its roles grant exactly the verbs it has used since the cluster started, but for requests on rare paths', async () => {
     // What the shipped roles grant it (config/default, and the driver role the sample's namespace binds).
-    interface Rule { apiGroups: string[]; resources: string[]; verbs: string[] }
+    interface Rule {
+      apiGroups: string[];
+      resources: string[];
+      verbs: string[];
+    }
     const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string; rules?: Rule[] });
-    const granted = new Set(objs.filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role').flatMap((o) => (o.rules ?? [])
-      .flatMap((r) => r.verbs.flatMap((v) => r.resources.map((res) => `${v} ${r.apiGroups[0] ? `${r.apiGroups[0]}/` : ''}${res}`)))));
-    const used = new Set(operatorAudit(0, ['ResponseStarted', 'ResponseComplete']).filter((e) => (e.responseStatus?.code ?? 0) < 400).map((e) => `${e.verb} ${resourceOf(e)}`));
+    const granted = new Set(
+      objs
+        .filter((o) => o.kind === 'ClusterRole' || o.kind === 'Role')
+        .flatMap((o) =>
+          (o.rules ?? []).flatMap((r) => r.verbs.flatMap((v) => r.resources.map((res) => `${v} ${r.apiGroups[0] ? `${r.apiGroups[0]}/` : ''}${res}`))),
+        ),
+    );
+    const used = new Set(
+      operatorAudit(0, ['ResponseStarted', 'ResponseComplete'])
+        .filter((e) => (e.responseStatus?.code ?? 0) < 400)
+        .map((e) => `${e.verb} ${resourceOf(e)}`),
+    );
     // Requests made only on paths a single run may not take, each taken elsewhere in the suite.
     const rare: Record<string, string> = {
       'get pods': 'an admission while the leader is not yet seen stopping: its pod is read again (webhook.test.ts)',
       'update secrets': 'webhook certificate rotation (webhook.test.ts)',
       'create secrets': 'the first start: the webhook certificate is issued',
-      'create coordination.k8s.io/leases': 'the first start: the operator\'s own Lease is created',
+      'create coordination.k8s.io/leases': "the first start: the operator's own Lease is created",
       'patch events': 'the same Event again (aggregation)',
     };
     expect([...granted].filter((g) => !used.has(g) && !(g in rare)).sort(), 'granted but never used').toEqual([]);
     expect([...used].filter((u) => !granted.has(u)).sort(), 'used but not granted (through another binding?)').toEqual([]);
   });
 
-  it('with its own token, it cannot write a Lease or a pod outside the drivers\' namespaces, and can in them', async () => {
+  it("with its own token, it cannot write a Lease or a pod outside the drivers' namespaces, and can in them", async () => {
     const op = await asOperator();
     const lease = await http.get<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${OUTSIDE}/leases/someone-elses-leader`);
     // The very write a release is, on someone else's lease: refused.
-    await expect(op.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${OUTSIDE}/leases/someone-elses-leader`, {
-      body: { ...lease, spec: { ...lease.spec, holderIdentity: '' } },
-    })).rejects.toSatisfy(isForbidden);
+    await expect(
+      op.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${OUTSIDE}/leases/someone-elses-leader`, {
+        body: { ...lease, spec: { ...lease.spec, holderIdentity: '' } },
+      }),
+    ).rejects.toSatisfy(isForbidden);
     // Listing them is allowed everywhere (its informers see every driver's leases).
     await expect(op.get(`/apis/coordination.k8s.io/v1/namespaces/${OUTSIDE}/leases`)).resolves.toBeDefined();
     // Nor a pod, nor a Deployment there (authorization comes before the lookup: 403 whether or not they exist).
     await expect(op.patch(`/api/v1/namespaces/${OUTSIDE}/pods/any`, { metadata: { annotations: { x: 'y' } } }, PatchType.merge)).rejects.toSatisfy(isForbidden);
-    await expect(op.request('PUT', `/apis/apps/v1/namespaces/${OUTSIDE}/deployments/any`, { body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'any', namespace: OUTSIDE } } })).rejects.toSatisfy(isForbidden);
+    await expect(
+      op.request('PUT', `/apis/apps/v1/namespaces/${OUTSIDE}/deployments/any`, {
+        body: { apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'any', namespace: OUTSIDE } },
+      }),
+    ).rejects.toSatisfy(isForbidden);
     // In the driver's namespace the same write is allowed (a server-side dry run: nothing changes).
     const name = Object.values(SAMPLE_LEASES)[0] ?? '';
     const driverLease = await http.get<V1Lease>(`/apis/coordination.k8s.io/v1/namespaces/${SAMPLE_NAMESPACE}/leases/${name}`);
-    await expect(op.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${SAMPLE_NAMESPACE}/leases/${name}`, {
-      query: { dryRun: 'All' }, body: driverLease,
-    })).resolves.toBeDefined();
+    await expect(
+      op.request('PUT', `/apis/coordination.k8s.io/v1/namespaces/${SAMPLE_NAMESPACE}/leases/${name}`, {
+        query: { dryRun: 'All' },
+        body: driverLease,
+      }),
+    ).resolves.toBeDefined();
   });
 
   it('a driver in a namespace without the binding: Degraded NoWriteAccess, nothing written; binding the role clears it and the level is written', async () => {
     await kubectl('create', 'namespace', UNBOUND);
     const labels = { app: 'ctrl', [DRIVER_LABEL]: UNBOUND_DRIVER };
-    await http.request('POST', `/apis/apps/v1/namespaces/${UNBOUND}/deployments`, { body: {
-      apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: 'ctrl', namespace: UNBOUND, labels },
-      spec: { replicas: 1, selector: { matchLabels: { app: 'ctrl' } }, template: { metadata: { labels }, spec: {
-        terminationGracePeriodSeconds: 2,
-        containers: [{ name: 'csi-attacher', image: 'csi-handover.local/shell:v1', command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1; done', '--', '--v=2'] }],
-      } } },
-    } });
-    await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', { body: {
-      apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: UNBOUND_DRIVER }, spec: { managementState: 'Managed', logLevel: 'Debug' },
-    } });
+    await http.request('POST', `/apis/apps/v1/namespaces/${UNBOUND}/deployments`, {
+      body: {
+        apiVersion: 'apps/v1',
+        kind: 'Deployment',
+        metadata: { name: 'ctrl', namespace: UNBOUND, labels },
+        spec: {
+          replicas: 1,
+          selector: { matchLabels: { app: 'ctrl' } },
+          template: {
+            metadata: { labels },
+            spec: {
+              terminationGracePeriodSeconds: 2,
+              containers: [
+                {
+                  name: 'csi-attacher',
+                  image: 'csi-handover.local/shell:v1',
+                  command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 1; done', '--', '--v=2'],
+                },
+              ],
+            },
+          },
+        },
+      },
+    });
+    await http.request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
+      body: {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: UNBOUND_DRIVER },
+        spec: { managementState: 'Managed', logLevel: 'Debug' },
+      },
+    });
     const cr = `/apis/operator.openshift.io/v1/clustercsidrivers/${UNBOUND_DRIVER}`;
-    const degraded = async () => (await http.get<{ status?: { conditions?: { type: string; status: string; reason: string; message: string }[] } }>(cr)).status?.conditions?.find((c) => c.type === 'CSIHandoverDegraded');
-    const d = await waitFor('Degraded NoWriteAccess', 60_000, async () => { const c = await degraded(); return c?.reason === 'NoWriteAccess' && c; }, 500);
+    const degraded = async () =>
+      (await http.get<{ status?: { conditions?: { type: string; status: string; reason: string; message: string }[] } }>(cr)).status?.conditions?.find(
+        (c) => c.type === 'CSIHandoverDegraded',
+      );
+    const d = await waitFor(
+      'Degraded NoWriteAccess',
+      60_000,
+      async () => {
+        const c = await degraded();
+        return c?.reason === 'NoWriteAccess' && c;
+      },
+      500,
+    );
     expect(d.status).toBe('True');
     expect(d.message).toContain(`namespace ${UNBOUND}`);
     expect(d.message).toContain('update leases');
@@ -134,11 +202,16 @@ describe('least privilege', () => {
 
     await grantDriverNamespace(http, UNBOUND);
     // A denial is remembered 30 s; then the level is written and the condition clears.
-    await waitFor('Degraded cleared and --v=4 written', 120_000, async () => {
-      const c = await degraded();
-      const now = await http.get<V1Deployment>(`/apis/apps/v1/namespaces/${UNBOUND}/deployments/ctrl`);
-      return c?.status === 'False' && now.spec?.template.spec?.containers[0]?.command?.includes('--v=4');
-    }, 1_000);
+    await waitFor(
+      'Degraded cleared and --v=4 written',
+      120_000,
+      async () => {
+        const c = await degraded();
+        const now = await http.get<V1Deployment>(`/apis/apps/v1/namespaces/${UNBOUND}/deployments/ctrl`);
+        return c?.status === 'False' && now.spec?.template.spec?.containers[0]?.command?.includes('--v=4');
+      },
+      1_000,
+    );
     await waitRolloutComplete(http, UNBOUND, 'ctrl', 120_000);
   });
 });

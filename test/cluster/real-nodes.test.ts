@@ -16,8 +16,14 @@ const run = promisify(execFile);
 const dir = mkdtempSync('/tmp/csi-handover-real-');
 const env = {
   ...process.env,
-  CSI_HANDOVER_LOCAL: dir, NODE_NET: '10.201', POD_NET: '10.245',
-  ETCD_PORT: '24379', ETCD_PEER_PORT: '24380', APISERVER_PORT: '18443', KCM_PORT: '22257', SCHEDULER_PORT: '22259',
+  CSI_HANDOVER_LOCAL: dir,
+  NODE_NET: '10.201',
+  POD_NET: '10.245',
+  ETCD_PORT: '24379',
+  ETCD_PEER_PORT: '24380',
+  APISERVER_PORT: '18443',
+  KCM_PORT: '22257',
+  SCHEDULER_PORT: '22259',
   CSI_HANDOVER_KWOK_NODES: '1',
 };
 const script = join(repoRoot, 'hack', 'cluster.sh');
@@ -33,14 +39,18 @@ interface Pod {
   metadata: { name: string; uid?: string; deletionTimestamp?: string; resourceVersion?: string };
   spec: { nodeName?: string };
   status?: {
-    phase?: string; podIP?: string; hostIP?: string;
+    phase?: string;
+    podIP?: string;
+    hostIP?: string;
     containerStatuses?: { name: string; containerID?: string; restartCount?: number; state?: { running?: object; terminated?: { exitCode: number } } }[];
   };
 }
 
 const SHELL = 'csi-handover.local/shell:v1';
 const pod = (name: string, node: string, script: string, extra: object = {}): object => ({
-  apiVersion: 'v1', kind: 'Pod', metadata: { name },
+  apiVersion: 'v1',
+  kind: 'Pod',
+  metadata: { name },
   spec: { nodeName: node, terminationGracePeriodSeconds: 10, containers: [{ name: 'sh', image: SHELL, command: ['sh', '-c', script] }], ...extra },
 });
 
@@ -64,7 +74,12 @@ afterAll(async () => {
 
 describe('real nodes', () => {
   it('two kubelets on containerd register Ready, each with its own address', async () => {
-    const nodes = await http.get<{ items: { metadata: { name: string }; status: { nodeInfo: { kubeletVersion: string; containerRuntimeVersion: string }; addresses: { type: string; address: string }[] } }[] }>('/api/v1/nodes', { labelSelector: '!csi-handover.io/kwok' });
+    const nodes = await http.get<{
+      items: {
+        metadata: { name: string };
+        status: { nodeInfo: { kubeletVersion: string; containerRuntimeVersion: string }; addresses: { type: string; address: string }[] };
+      }[];
+    }>('/api/v1/nodes', { labelSelector: '!csi-handover.io/kwok' });
     expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual(['node-1', 'node-2']);
     for (const n of nodes.items) {
       expect(n.status.nodeInfo.kubeletVersion).toBe('v1.36.3');
@@ -77,7 +92,9 @@ describe('real nodes', () => {
   it('pods get their own network namespace and IP; a hostNetwork pod shares the node’s, and its hostname is the node name', async () => {
     await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('net-a', 'node-1', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
     await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('net-b', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
-    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('host-net', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done', { hostNetwork: true }) });
+    await http.request('POST', '/api/v1/namespaces/default/pods', {
+      body: pod('host-net', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done', { hostNetwork: true }),
+    });
     const [a, b, h] = await Promise.all([running('net-a'), running('net-b'), running('host-net')]);
     expect(a.status?.podIP).toMatch(/^10\.245\.1\.\d+$/);
     expect(b.status?.podIP).toMatch(/^10\.245\.2\.\d+$/);
@@ -86,8 +103,11 @@ describe('real nodes', () => {
     expect((await kubectl('exec', 'net-a', '--', 'cat', '/proc/sys/kernel/hostname')).trim()).toBe('net-a');
     // Across nodes, pod to pod: net-b listens, net-a connects.
     await kubectl('exec', 'net-b', '--', 'sh', '-c', 'nc -l -p 7000 -e echo hello-from-b >/dev/null 2>&1 &');
-    const reply = await waitFor('a TCP reply from net-b', 20_000, async () =>
-      (await kubectl('exec', 'net-a', '--', 'sh', '-c', `nc -w 2 ${b.status?.podIP} 7000 </dev/null`)).trim() || undefined);
+    const reply = await waitFor(
+      'a TCP reply from net-b',
+      20_000,
+      async () => (await kubectl('exec', 'net-a', '--', 'sh', '-c', `nc -w 2 ${b.status?.podIP} 7000 </dev/null`)).trim() || undefined,
+    );
     expect(reply).toBe('hello-from-b');
   });
 
@@ -97,7 +117,9 @@ describe('real nodes', () => {
   });
 
   it('kubectl logs reads a container’s output through the kubelet', async () => {
-    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('logger', 'node-1', 'echo line-one; echo line-two; trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    await http.request('POST', '/api/v1/namespaces/default/pods', {
+      body: pod('logger', 'node-1', 'echo line-one; echo line-two; trap "exit 0" TERM; while :; do sleep 0.2; done'),
+    });
     await running('logger');
     const logs = await waitFor('two log lines', 20_000, async () => {
       const l = await kubectl('logs', 'logger');
@@ -107,9 +129,14 @@ describe('real nodes', () => {
   });
 
   it('a graceful deletion: the kubelet reports every container terminated and a terminal phase before it deletes the pod', async () => {
-    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('graceful', 'node-2', 'trap "sleep 0.2; exit 0" TERM; while :; do sleep 0.1; done') });
+    await http.request('POST', '/api/v1/namespaces/default/pods', {
+      body: pod('graceful', 'node-2', 'trap "sleep 0.2; exit 0" TERM; while :; do sleep 0.1; done'),
+    });
     const started = await running('graceful');
-    const watch = await recordWatch<Pod>(http, '/api/v1/namespaces/default/pods', { fieldSelector: 'metadata.name=graceful', resourceVersion: started.metadata.resourceVersion });
+    const watch = await recordWatch<Pod>(http, '/api/v1/namespaces/default/pods', {
+      fieldSelector: 'metadata.name=graceful',
+      resourceVersion: started.metadata.resourceVersion,
+    });
     const seen = watch.seen;
     await http.request('DELETE', '/api/v1/namespaces/default/pods/graceful');
     await waitFor('graceful DELETED', 30_000, () => seen.some((e) => e.type === 'DELETED'));
@@ -125,13 +152,25 @@ describe('real nodes', () => {
       const n = await http.get<{ status?: { conditions?: { type: string; status: string }[] } }>('/api/v1/nodes/kwok-node-1');
       return n.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True');
     });
-    const fake = { apiVersion: 'v1', kind: 'Pod', metadata: { name: 'on-kwok' }, spec: {
-      nodeName: 'kwok-node-1', tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
-      containers: [{ name: 'a', image: 'csi-handover.local/virtual:v1' }, { name: 'b', image: 'csi-handover.local/virtual:v1' }],
-    } };
+    const fake = {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'on-kwok' },
+      spec: {
+        nodeName: 'kwok-node-1',
+        tolerations: [{ key: 'kwok.x-k8s.io/node', operator: 'Exists', effect: 'NoSchedule' }],
+        containers: [
+          { name: 'a', image: 'csi-handover.local/virtual:v1' },
+          { name: 'b', image: 'csi-handover.local/virtual:v1' },
+        ],
+      },
+    };
     await http.request('POST', '/api/v1/namespaces/default/pods', { body: fake });
     const started = await running('on-kwok');
-    const watch = await recordWatch<Pod>(http, '/api/v1/namespaces/default/pods', { fieldSelector: 'metadata.name=on-kwok', resourceVersion: started.metadata.resourceVersion });
+    const watch = await recordWatch<Pod>(http, '/api/v1/namespaces/default/pods', {
+      fieldSelector: 'metadata.name=on-kwok',
+      resourceVersion: started.metadata.resourceVersion,
+    });
     const seen = watch.seen;
     await http.request('DELETE', '/api/v1/namespaces/default/pods/on-kwok');
     await waitFor('on-kwok DELETED', 30_000, () => seen.some((e) => e.type === 'DELETED'));
@@ -159,14 +198,17 @@ describe('real nodes', () => {
     const before = await running('net-b');
     await run(nodesScript, ['stop', 'node-2', 'containerd'], { env });
     await run(nodesScript, ['start', 'node-2', 'containerd'], { env, maxBuffer: 16 << 20 });
-    await http.request('POST', '/api/v1/namespaces/default/pods', { body: pod('after-containerd', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done') });
+    await http.request('POST', '/api/v1/namespaces/default/pods', {
+      body: pod('after-containerd', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done'),
+    });
     const fresh = await running('after-containerd');
     const after = await running('net-b');
     expect(after.status?.containerStatuses?.[0]).toMatchObject({ containerID: before.status?.containerStatuses?.[0]?.containerID, restartCount: 0 });
     expect((await kubectl('exec', 'net-b', '--', 'echo', 'still-here')).trim()).toBe('still-here');
     // The node's record follows containerd across its restart.
     await waitFor('the new pod in the node record', 10_000, async () =>
-      (await nodeEvents(dir)).some((e) => e.uid === fresh.metadata.uid && e.event === 'container-started'));
+      (await nodeEvents(dir)).some((e) => e.uid === fresh.metadata.uid && e.event === 'container-started'),
+    );
   });
 
   it('while the nodes run, the host’s mounts, network namespaces and iptables rules are untouched', async () => {
@@ -194,7 +236,11 @@ describe('real nodes', () => {
       const { stdout } = await run(nodesScript, ['processes'], { env: { ...env, CSI_HANDOVER_LOCAL: killed } });
       const { stdout: named } = await run('pgrep', ['-f', '--', `${killed}/`]);
       await run('kill', ['-KILL', ...new Set(`${stdout} ${named}`.split(/\s+/).filter(Boolean))]).catch(() => undefined);
-      await waitFor('the killed cluster gone', 30_000, async () => (await run('pgrep', ['-f', '--', `${killed}/`]).catch(() => ({ stdout: '' }))).stdout.trim() === '');
+      await waitFor(
+        'the killed cluster gone',
+        30_000,
+        async () => (await run('pgrep', ['-f', '--', `${killed}/`]).catch(() => ({ stdout: '' }))).stdout.trim() === '',
+      );
       rmSync(killed, { recursive: true, force: true });
       // Its bridge (with the nodes' address) and cgroups are still there: the next cluster on that network must start.
       const { stderr } = await run(script, ['up'], { env: { ...env, CSI_HANDOVER_LOCAL: next, CSI_HANDOVER_KWOK_NODES: '0' }, maxBuffer: 16 << 20 });

@@ -5,7 +5,16 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
-import { clusterHttp, deploySample, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import {
+  clusterHttp,
+  deploySample,
+  kubectl,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_DRIVER,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  waitFor,
+} from '../../hack/lib/cluster.js';
 import { uninstallOperator } from '../../hack/lib/operator.js';
 import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
@@ -14,7 +23,11 @@ const leases = Object.values(SAMPLE_LEASES);
 const WORK_NS = `sample-driver-test-${Date.now().toString(36)}`;
 const VA = `${WORK_NS}-data`;
 
-interface Obj { metadata?: { name?: string }; spec?: Record<string, unknown>; status?: Record<string, unknown> }
+interface Obj {
+  metadata?: { name?: string };
+  spec?: Record<string, unknown>;
+  status?: Record<string, unknown>;
+}
 
 beforeAll(async () => {
   // The stock behaviour: no csi-handover (another test file may have installed it).
@@ -38,10 +51,14 @@ describe('sample hostpath driver (upstream timings)', () => {
   });
 
   it('provisions a volume through csi-provisioner', async () => {
-    await http.request('POST', `/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims`, { body: {
-      apiVersion: 'v1', kind: 'PersistentVolumeClaim', metadata: { name: 'data' },
-      spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'csi-hostpath-sc', resources: { requests: { storage: '1Gi' } } },
-    } });
+    await http.request('POST', `/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims`, {
+      body: {
+        apiVersion: 'v1',
+        kind: 'PersistentVolumeClaim',
+        metadata: { name: 'data' },
+        spec: { accessModes: ['ReadWriteOnce'], storageClassName: 'csi-hostpath-sc', resources: { requests: { storage: '1Gi' } } },
+      },
+    });
     const pvc = await waitFor('PVC bound', 60_000, async () => {
       const p = await http.get<Obj>(`/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims/data`);
       return p.status?.phase === 'Bound' ? p : undefined;
@@ -53,12 +70,18 @@ describe('sample hostpath driver (upstream timings)', () => {
 
   it('attaches the volume through csi-attacher', async () => {
     const pvc = await http.get<Obj>(`/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims/data`);
-    await http.request('POST', '/apis/storage.k8s.io/v1/volumeattachments', { body: {
-      apiVersion: 'storage.k8s.io/v1', kind: 'VolumeAttachment', metadata: { name: VA },
-      spec: { attacher: SAMPLE_DRIVER, nodeName: 'node-1', source: { persistentVolumeName: pvc.spec?.volumeName } },
-    } });
+    await http.request('POST', '/apis/storage.k8s.io/v1/volumeattachments', {
+      body: {
+        apiVersion: 'storage.k8s.io/v1',
+        kind: 'VolumeAttachment',
+        metadata: { name: VA },
+        spec: { attacher: SAMPLE_DRIVER, nodeName: 'node-1', source: { persistentVolumeName: pvc.spec?.volumeName } },
+      },
+    });
     const va = await waitFor('VolumeAttachment attached', 60_000, async () => {
-      const v = await http.get<{ status?: { attached: boolean; attachmentMetadata?: Record<string, string> } }>(`/apis/storage.k8s.io/v1/volumeattachments/${VA}`);
+      const v = await http.get<{ status?: { attached: boolean; attachmentMetadata?: Record<string, string> } }>(
+        `/apis/storage.k8s.io/v1/volumeattachments/${VA}`,
+      );
       return v.status?.attached ? v : undefined;
     });
     expect(va.status?.attachmentMetadata?.device).toMatch(/^\/dev\/fake-vol-/);
@@ -66,7 +89,11 @@ describe('sample hostpath driver (upstream timings)', () => {
   });
 
   it('expands the volume through csi-resizer', async () => {
-    await http.patch(`/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims/data`, { spec: { resources: { requests: { storage: '2Gi' } } } }, 'application/merge-patch+json');
+    await http.patch(
+      `/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims/data`,
+      { spec: { resources: { requests: { storage: '2Gi' } } } },
+      'application/merge-patch+json',
+    );
     await waitFor('PVC capacity 2Gi', 60_000, async () => {
       const p = await http.get<{ status?: { capacity?: { storage?: string } } }>(`/api/v1/namespaces/${WORK_NS}/persistentvolumeclaims/data`);
       return p.status?.capacity?.storage === '2Gi';
@@ -74,10 +101,14 @@ describe('sample hostpath driver (upstream timings)', () => {
   });
 
   it('takes a snapshot through csi-snapshotter and snapshot-controller', async () => {
-    await http.request('POST', `/apis/snapshot.storage.k8s.io/v1/namespaces/${WORK_NS}/volumesnapshots`, { body: {
-      apiVersion: 'snapshot.storage.k8s.io/v1', kind: 'VolumeSnapshot', metadata: { name: 'snap' },
-      spec: { volumeSnapshotClassName: 'csi-hostpath-snapclass', source: { persistentVolumeClaimName: 'data' } },
-    } });
+    await http.request('POST', `/apis/snapshot.storage.k8s.io/v1/namespaces/${WORK_NS}/volumesnapshots`, {
+      body: {
+        apiVersion: 'snapshot.storage.k8s.io/v1',
+        kind: 'VolumeSnapshot',
+        metadata: { name: 'snap' },
+        spec: { volumeSnapshotClassName: 'csi-hostpath-snapclass', source: { persistentVolumeClaimName: 'data' } },
+      },
+    });
     await waitFor('snapshot readyToUse', 60_000, async () => {
       const s = await http.get<Obj>(`/apis/snapshot.storage.k8s.io/v1/namespaces/${WORK_NS}/volumesnapshots/snap`);
       return s.status?.readyToUse === true;
@@ -106,7 +137,7 @@ describe('the problem, reproduced', () => {
       expect(h, `handover of ${lease}`).toBeDefined();
       // Upstream timings: lease duration 15s. Without a release, the new pod must wait it out.
       expect(h?.gapMs, `gap of ${lease}`).toBeGreaterThanOrEqual(15_000);
-      console.log(`${lease}: ${h?.oldHolder} → ${h?.newHolder}, leaderless ${(((h?.gapMs ?? 0)) / 1000).toFixed(1)}s after SIGTERM`);
+      console.log(`${lease}: ${h?.oldHolder} → ${h?.newHolder}, leaderless ${((h?.gapMs ?? 0) / 1000).toFixed(1)}s after SIGTERM`);
     }
   });
 });

@@ -24,8 +24,12 @@ describe('storage probe', () => {
     await probe.prepare();
     try {
       await probe.start();
-      await waitFor('two completed operations of each kind', 120_000, () =>
-        PROBE_KINDS.every((k) => probe.ops.filter((o) => o.kind === k && o.doneAt !== undefined).length >= 2), 250);
+      await waitFor(
+        'two completed operations of each kind',
+        120_000,
+        () => PROBE_KINDS.every((k) => probe.ops.filter((o) => o.kind === k && o.doneAt !== undefined).length >= 2),
+        250,
+      );
       await probe.stop();
       const stats = probeStats(probe.ops, probe.endedAt ?? Date.now());
       expect(stats.map((s) => s.kind)).toEqual([...PROBE_KINDS]);

@@ -7,7 +7,17 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
-import { clusterHttp, kubectl, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, samplesDir, waitFor } from '../../hack/lib/cluster.js';
+import {
+  clusterHttp,
+  kubectl,
+  nodeEvents,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_DRIVER,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  samplesDir,
+  waitFor,
+} from '../../hack/lib/cluster.js';
 import { installOperator, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { join } from 'node:path';
@@ -27,14 +37,19 @@ async function settled(): Promise<{ pods: V1Pod[]; holders: Map<string, string> 
 
 async function deletePodAndWait(name: string): Promise<void> {
   await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
-  await waitFor(`${name} gone`, 120_000, async () => {
-    try {
-      await http.get(`/api/v1/namespaces/${NS}/pods/${name}`);
-      return false;
-    } catch {
-      return true;
-    }
-  }, 250);
+  await waitFor(
+    `${name} gone`,
+    120_000,
+    async () => {
+      try {
+        await http.get(`/api/v1/namespaces/${NS}/pods/${name}`);
+        return false;
+      } catch {
+        return true;
+      }
+    },
+    250,
+  );
 }
 
 beforeAll(async () => {
@@ -86,14 +101,16 @@ describe('ReleaseLeaderElectionOnExit=true (OpenShift timings)', () => {
     } finally {
       recorder.stop();
     }
-    const exits = (await nodeEvents()).filter((e) => e.pod === leaderName && e.event === 'container-exited' && (leading as readonly string[]).includes(e.container ?? ''));
+    const exits = (await nodeEvents()).filter(
+      (e) => e.pod === leaderName && e.event === 'container-exited' && (leading as readonly string[]).includes(e.container ?? ''),
+    );
     for (const e of exits) console.log(`leader ${e.container}: exited ${e.t} with ${e.signal ?? `exit code ${e.exitCode}`}`);
     expect(exits.map((e) => e.container).sort()).toEqual([...leading].sort());
     expect(exits.every((e) => e.signal === null || e.signal === undefined)).toBe(true); // exited by itself, no SIGKILL
     const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => h.oldHolder === leaderName);
     expect(handovers.map((h) => h.lease).sort()).toEqual([...held].sort());
     for (const h of handovers) {
-      console.log(`${h.lease}: ${(((h.gapMs ?? 0)) / 1000).toFixed(2)}s SIGTERM → new holder`);
+      console.log(`${h.lease}: ${((h.gapMs ?? 0) / 1000).toFixed(2)}s SIGTERM → new holder`);
       expect(h.releasedAt, `${h.lease} went through an empty holder`).toBeDefined();
       expect(h.gapMs ?? Infinity).toBeLessThan(10_000);
     }

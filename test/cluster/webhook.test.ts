@@ -21,7 +21,8 @@ const leasePath = `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases/${LEASE}
 
 function deployment(dieAfterSeconds: number): V1Deployment {
   return {
-    apiVersion: 'apps/v1', kind: 'Deployment',
+    apiVersion: 'apps/v1',
+    kind: 'Deployment',
     metadata: { name: NAME, namespace: NS, labels: { [DRIVER_LABEL]: 'webhook-test.example.com' } },
     spec: {
       replicas: 1,
@@ -31,11 +32,15 @@ function deployment(dieAfterSeconds: number): V1Deployment {
         metadata: { labels: { app: NAME } },
         spec: {
           terminationGracePeriodSeconds: 60,
-          containers: [{
-            name: 'leader', image: 'csi-handover.local/shell:v1', env: [{ name: 'DIE_AFTER', value: String(dieAfterSeconds) }],
-            // Dies $DIE_AFTER seconds after SIGTERM: a holder that is terminating, and not yet dead, for that long.
-            command: ['sh', '-c', 'trap "sleep $DIE_AFTER; exit 0" TERM; while true; do sleep 1; done'],
-          }],
+          containers: [
+            {
+              name: 'leader',
+              image: 'csi-handover.local/shell:v1',
+              env: [{ name: 'DIE_AFTER', value: String(dieAfterSeconds) }],
+              // Dies $DIE_AFTER seconds after SIGTERM: a holder that is terminating, and not yet dead, for that long.
+              command: ['sh', '-c', 'trap "sleep $DIE_AFTER; exit 0" TERM; while true; do sleep 1; done'],
+            },
+          ],
         },
       },
     },
@@ -52,7 +57,10 @@ async function holdLease(pod: V1Pod): Promise<void> {
   const spec = { holderIdentity: pod.metadata?.name, leaseDurationSeconds: 137, acquireTime: now, renewTime: now, leaseTransitions: 0 };
   const existing = await http.get<V1Lease>(leasePath).catch((err: unknown) => (isNotFound(err) ? undefined : Promise.reject(err)));
   if (existing) await http.request('PUT', leasePath, { body: { ...existing, metadata: { ...existing.metadata, annotations: {} }, spec } });
-  else await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, { body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE, namespace: NS }, spec } });
+  else
+    await http.request('POST', `/apis/coordination.k8s.io/v1/namespaces/${NS}/leases`, {
+      body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: LEASE, namespace: NS }, spec },
+    });
 }
 
 async function onlyPod(): Promise<V1Pod> {
@@ -69,7 +77,10 @@ async function replace(pod: V1Pod): Promise<V1Pod> {
 
 async function apiserverMetric(series: string): Promise<number> {
   const text = await http.get<string>('/metrics');
-  return text.split('\n').filter((l) => l.startsWith(series)).reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(series))
+    .reduce((sum, l) => sum + Number(l.split(' ').pop()), 0);
 }
 const failOpen = () => apiserverMetric(`apiserver_admission_webhook_fail_open_count{name="${WEBHOOK}"`);
 const answered = () => apiserverMetric(`apiserver_admission_webhook_request_total{code="200",name="${WEBHOOK}"`);
@@ -104,10 +115,15 @@ describe('pod admission webhook', () => {
     const next = await replace(old);
     // Gated at creation: the pod was never schedulable before the release.
     expect(next.metadata?.annotations?.[HANDOVER_STATE]).toMatch(/^(waiting for|started: )/);
-    const started = await waitFor('the gate lifted', 60_000, async () => {
-      const p = (await live()).find((x) => x.metadata?.uid === next.metadata?.uid);
-      return p && !gated(p) ? p : undefined;
-    }, 100);
+    const started = await waitFor(
+      'the gate lifted',
+      60_000,
+      async () => {
+        const p = (await live()).find((x) => x.metadata?.uid === next.metadata?.uid);
+        return p && !gated(p) ? p : undefined;
+      },
+      100,
+    );
     expect(started.metadata?.annotations?.[HANDOVER_STATE]).toBe('started: the old leader released its leases');
     const lease = await http.get<V1Lease>(leasePath);
     expect(lease.spec?.holderIdentity ?? '').toBe('');
@@ -121,11 +137,23 @@ describe('pod admission webhook', () => {
     await holdLease(await onlyPod());
     const t0 = Date.now();
     await rolloutRestart(http, NS, NAME);
-    const [p] = await waitFor('the surge rollout done', 120_000, async () => {
-      const all = await pods();
-      return all.length === 1 && !all[0]?.metadata?.deletionTimestamp && all[0]?.status?.phase === 'Running' && all[0].metadata?.annotations?.['kubectl.kubernetes.io/restartedAt'] ? all : undefined;
-    }, 250);
-    console.log(`surge rollout: ${((Date.now() - t0) / 1000).toFixed(1)}s, new pod ${p?.metadata?.name} annotations ${JSON.stringify(p?.metadata?.annotations ?? {})}`);
+    const [p] = await waitFor(
+      'the surge rollout done',
+      120_000,
+      async () => {
+        const all = await pods();
+        return all.length === 1 &&
+          !all[0]?.metadata?.deletionTimestamp &&
+          all[0]?.status?.phase === 'Running' &&
+          all[0].metadata?.annotations?.['kubectl.kubernetes.io/restartedAt']
+          ? all
+          : undefined;
+      },
+      250,
+    );
+    console.log(
+      `surge rollout: ${((Date.now() - t0) / 1000).toFixed(1)}s, new pod ${p?.metadata?.name} annotations ${JSON.stringify(p?.metadata?.annotations ?? {})}`,
+    );
     expect(p?.metadata?.annotations?.[HANDOVER_STATE]).toBeUndefined();
     await http.patch(deploymentPath(NS, NAME), { spec: { strategy: { rollingUpdate: { maxSurge: 0, maxUnavailable: 1 } } } }, PatchType.strategic);
     await onlyPod();
@@ -142,7 +170,9 @@ describe('pod admission webhook', () => {
       expect(gated(next)).toBe(false);
       expect(next.metadata?.annotations?.[HANDOVER_STATE]).toBeUndefined();
       expect(await failOpen()).toBeGreaterThan(failOpenBefore);
-      await waitFor('the new pod running', 60_000, async () => (await live()).some((p) => p.metadata?.uid === next.metadata?.uid && p.status?.phase === 'Running'));
+      await waitFor('the new pod running', 60_000, async () =>
+        (await live()).some((p) => p.metadata?.uid === next.metadata?.uid && p.status?.phase === 'Running'),
+      );
     } finally {
       await kubectl('-n', OPERATOR_NAMESPACE, 'scale', 'deployment/csi-handover', '--replicas=2');
       await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
@@ -151,7 +181,11 @@ describe('pod admission webhook', () => {
 
   it('uninstalling the operator while a new pod waits at the gate leaves no gate anywhere', async () => {
     // A holder that takes 40s to die: its replacement waits at the gate while the operator goes.
-    await http.patch(deploymentPath(NS, NAME), { spec: { template: { spec: { containers: [{ name: 'leader', env: [{ name: 'DIE_AFTER', value: '40' }] }] } } } }, PatchType.strategic);
+    await http.patch(
+      deploymentPath(NS, NAME),
+      { spec: { template: { spec: { containers: [{ name: 'leader', env: [{ name: 'DIE_AFTER', value: '40' }] }] } } } },
+      PatchType.strategic,
+    );
     const old = await onlyPod();
     await holdLease(old);
     const next = await replace(old);
@@ -161,7 +195,11 @@ describe('pod admission webhook', () => {
     const everywhere = (await http.get<{ items: V1Pod[] }>('/api/v1/pods')).items.filter(gated).map((p) => `${p.metadata?.namespace}/${p.metadata?.name}`);
     expect(everywhere).toEqual([]);
     await installOperator(http);
-    await http.patch(deploymentPath(NS, NAME), { spec: { template: { spec: { containers: [{ name: 'leader', env: [{ name: 'DIE_AFTER', value: '4' }] }] } } } }, PatchType.strategic);
+    await http.patch(
+      deploymentPath(NS, NAME),
+      { spec: { template: { spec: { containers: [{ name: 'leader', env: [{ name: 'DIE_AFTER', value: '4' }] }] } } } },
+      PatchType.strategic,
+    );
     await webhookCovers(NS);
     await onlyPod();
   });
@@ -177,10 +215,17 @@ describe('pod admission webhook', () => {
       // The new leader moves the old 90-day CA to a 1m policy first; count from when that has settled.
       await waitFor('certificates under the short policy', 60_000, async () => (await rotations()).serving >= 1, 1000);
       const before = { ...(await rotations()), failOpen: await failOpen(), answered: await answered() };
-      const pod = { apiVersion: 'v1', kind: 'Pod', metadata: {
-        generateName: `${NAME}-dry-`, namespace: NS, labels: { app: NAME },
-        ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${NAME}-dry`, uid: '00000000-0000-4000-8000-000000000001', controller: true }],
-      }, spec: { containers: [{ name: 'c', image: 'csi-handover.local/shell:v1' }] } };
+      const pod = {
+        apiVersion: 'v1',
+        kind: 'Pod',
+        metadata: {
+          generateName: `${NAME}-dry-`,
+          namespace: NS,
+          labels: { app: NAME },
+          ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: `${NAME}-dry`, uid: '00000000-0000-4000-8000-000000000001', controller: true }],
+        },
+        spec: { containers: [{ name: 'c', image: 'csi-handover.local/shell:v1' }] },
+      };
       let sent = 0;
       const until = Date.now() + 170_000;
       while (Date.now() < until) {
@@ -190,7 +235,9 @@ describe('pod admission webhook', () => {
         await new Promise((r) => setTimeout(r, 200));
       }
       const after = { ...(await rotations()), failOpen: await failOpen(), answered: await answered() };
-      console.log(`certificate rotation: ${sent} admissions, ${after.answered - before.answered} answered 200, ${after.failOpen - before.failOpen} failed open; rotations: CA ${after.ca - before.ca}, serving ${after.serving - before.serving}`);
+      console.log(
+        `certificate rotation: ${sent} admissions, ${after.answered - before.answered} answered 200, ${after.failOpen - before.failOpen} failed open; rotations: CA ${after.ca - before.ca}, serving ${after.serving - before.serving}`,
+      );
       expect(after.ca - before.ca).toBeGreaterThanOrEqual(1);
       expect(after.serving - before.serving).toBeGreaterThanOrEqual(2);
       expect(after.failOpen - before.failOpen).toBe(0);

@@ -36,7 +36,11 @@ describe('config/grafana dashboard', () => {
 
   it('reads only series the operator exports', async () => {
     const exported = new Set((await makeMetrics().registry.getMetricsAsJSON()).flatMap((m) => seriesOf(m.name, m.type)));
-    const unknown = exprs.flatMap((e) => seriesNamesIn(e.expr).filter((s) => !exported.has(s)).map((s) => `${e.panel}: ${s}`));
+    const unknown = exprs.flatMap((e) =>
+      seriesNamesIn(e.expr)
+        .filter((s) => !exported.has(s))
+        .map((s) => `${e.panel}: ${s}`),
+    );
     expect(unknown).toEqual([]);
     expect(exprs.every((e) => seriesNamesIn(e.expr).length > 0)).toBe(true);
   });
@@ -44,7 +48,12 @@ describe('config/grafana dashboard', () => {
   it('lays its panels out without overlap, each on the chosen data source, ids unique', () => {
     const overlaps = (a: Panel['gridPos'], b: Panel['gridPos']) => a.x < b.x + b.w && b.x < a.x + a.w && a.y < b.y + b.h && b.y < a.y + a.h;
     const ps = dashboard.panels;
-    const clashes = ps.flatMap((a, i) => ps.slice(i + 1).filter((b) => overlaps(a.gridPos, b.gridPos)).map((b) => `${a.title} / ${b.title}`));
+    const clashes = ps.flatMap((a, i) =>
+      ps
+        .slice(i + 1)
+        .filter((b) => overlaps(a.gridPos, b.gridPos))
+        .map((b) => `${a.title} / ${b.title}`),
+    );
     expect(clashes).toEqual([]);
     expect(ps.every((p) => p.gridPos.x + p.gridPos.w <= 24)).toBe(true);
     expect(ps.filter((p) => p.datasource?.uid !== '${datasource}').map((p) => p.title)).toEqual([]);

@@ -12,17 +12,28 @@ const run = promisify(execFile);
 const chart = join(repoRoot, 'charts', 'csi-handover');
 const HELM_LABELS = ['app.kubernetes.io/instance', 'app.kubernetes.io/managed-by', 'app.kubernetes.io/version', 'helm.sh/chart'];
 
-interface K8sObject { apiVersion: string; kind: string; metadata: { name: string; namespace?: string; labels?: Record<string, string> }; [k: string]: unknown }
+interface K8sObject {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string; labels?: Record<string, string> };
+  [k: string]: unknown;
+}
 
-const docs = (text: string): K8sObject[] => parseAllDocuments(text).map((d) => d.toJS() as K8sObject | null).filter((o): o is K8sObject => o !== null);
+const docs = (text: string): K8sObject[] =>
+  parseAllDocuments(text)
+    .map((d) => d.toJS() as K8sObject | null)
+    .filter((o): o is K8sObject => o !== null);
 const key = (o: K8sObject) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`;
 
 async function helm(...args: string[]): Promise<string> {
   return (await run(join(binDir, 'helm'), args, { maxBuffer: 16 * 1024 * 1024 })).stdout;
 }
-const render = async (...set: string[]) => docs(await helm('template', 'csi-handover', chart, '--namespace', 'csi-handover', '--include-crds', ...set.flatMap((s) => ['--set', s])));
+const render = async (...set: string[]) =>
+  docs(await helm('template', 'csi-handover', chart, '--namespace', 'csi-handover', '--include-crds', ...set.flatMap((s) => ['--set', s])));
 const deploymentEnv = (objs: K8sObject[]): Record<string, string> => {
-  const d = objs.find((o) => o.kind === 'Deployment') as unknown as { spec: { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } } };
+  const d = objs.find((o) => o.kind === 'Deployment') as unknown as {
+    spec: { template: { spec: { containers: { env: { name: string; value?: string }[] }[] } } };
+  };
   return Object.fromEntries((d.spec.template.spec.containers[0]?.env ?? []).filter((e) => e.value !== undefined).map((e) => [e.name, e.value ?? '']));
 };
 
@@ -37,16 +48,35 @@ describe('charts/csi-handover', () => {
       return { ...o, metadata: { ...o.metadata, labels: Object.keys(labels).length ? labels : undefined } };
     };
     const fromHelm = new Map((await render()).map((o) => [key(o), strip(o)]));
-    const fromKustomize = new Map(docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'default')])).stdout).map((o) => [key(o), o]));
+    const fromKustomize = new Map(
+      docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'default')])).stdout).map((o) => [key(o), o]),
+    );
     expect([...fromKustomize.keys()].filter((k) => !fromHelm.has(k))).toEqual(['Namespace//csi-handover']);
     expect([...fromHelm.keys()].filter((k) => !fromKustomize.has(k))).toEqual([]);
     for (const [k, o] of fromHelm) expect(JSON.parse(JSON.stringify(o)), k).toEqual(fromKustomize.get(k));
   });
 
   it('carries its values into the Deployment and the webhook', async () => {
-    const objs = await render('mode=companion', 'replicas=3', 'gateTimeout=20s', 'logLevel=debug', 'webhook.certSource=service-ca', 'earlyStart=true', 'watchNamespaces={a,b}', 'image.tag=v9', 'driverNamespaces={csi-a,csi-b}');
+    const objs = await render(
+      'mode=companion',
+      'replicas=3',
+      'gateTimeout=20s',
+      'logLevel=debug',
+      'webhook.certSource=service-ca',
+      'earlyStart=true',
+      'watchNamespaces={a,b}',
+      'image.tag=v9',
+      'driverNamespaces={csi-a,csi-b}',
+    );
     const env = deploymentEnv(objs);
-    expect(env).toMatchObject({ CSI_HANDOVER_MODE: 'companion', GATE_TIMEOUT: '20s', LOG_LEVEL: 'debug', WEBHOOK_CERT_SOURCE: 'service-ca', EARLY_START: 'true', WATCH_NAMESPACES: 'a,b' });
+    expect(env).toMatchObject({
+      CSI_HANDOVER_MODE: 'companion',
+      GATE_TIMEOUT: '20s',
+      LOG_LEVEL: 'debug',
+      WEBHOOK_CERT_SOURCE: 'service-ca',
+      EARLY_START: 'true',
+      WATCH_NAMESPACES: 'a,b',
+    });
     const d = objs.find((o) => o.kind === 'Deployment') as unknown as { spec: { replicas: number; template: { spec: { containers: { image: string }[] } } } };
     expect(d.spec.replicas).toBe(3);
     expect(d.spec.template.spec.containers[0]?.image).toBe('csi-handover.local/csi-handover:v9');
@@ -60,7 +90,9 @@ describe('charts/csi-handover', () => {
   it('renders the ServiceMonitor and the PrometheusRule of config/prometheus when asked', async () => {
     const objs = await render('monitoring.serviceMonitor=true', 'monitoring.prometheusRule=true');
     const rule = objs.find((o) => o.kind === 'PrometheusRule');
-    const shipped = docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'prometheus')])).stdout).find((o) => o.kind === 'PrometheusRule');
+    const shipped = docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'prometheus')])).stdout).find(
+      (o) => o.kind === 'PrometheusRule',
+    );
     expect(rule?.spec).toEqual(shipped?.spec);
     expect(objs.some((o) => o.kind === 'ServiceMonitor')).toBe(true);
     expect((await render()).some((o) => o.kind === 'PrometheusRule' || o.kind === 'ServiceMonitor')).toBe(false);

@@ -39,7 +39,10 @@ describe('config/prometheus alert rules', () => {
         for (const e of a.exp_alerts) e.exp_annotations = expandAnnotations(rule.annotations ?? {}, e.exp_labels ?? {});
       }
     }
-    expect([...byName.keys()].filter((name) => !tested.has(name)), 'alerts without a promtool test').toEqual([]);
+    expect(
+      [...byName.keys()].filter((name) => !tested.has(name)),
+      'alerts without a promtool test',
+    ).toEqual([]);
     writeFileSync(join(dir, 'alerts.test.yaml'), stringify(cases));
     const result = await run(promtool, ['test', 'rules', join(dir, 'alerts.test.yaml')]).catch((err: { stdout?: string; stderr?: string }) => err);
     expect(`${result.stdout ?? ''}${result.stderr ?? ''}`).toContain('SUCCESS');

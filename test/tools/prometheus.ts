@@ -24,20 +24,55 @@ export const alertRules = (groups: RuleGroup[]): AlertRule[] => groups.flatMap((
 
 /** An alert's annotations as Prometheus renders them for these labels: only `{{ $labels.x }}` is used. */
 export function expandAnnotations(annotations: Record<string, string>, labels: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(annotations).map(([k, v]) => [k, v.replace(/\{\{ *\$labels\.([a-zA-Z_]+) *\}\}/g, (_, l: string) => {
-    const value = labels[l];
-    if (value === undefined) throw new Error(`annotation ${k} uses label ${l}, which the expected alert does not carry`);
-    return value;
-  })]));
+  return Object.fromEntries(
+    Object.entries(annotations).map(([k, v]) => [
+      k,
+      v.replace(/\{\{ *\$labels\.([a-zA-Z_]+) *\}\}/g, (_, l: string) => {
+        const value = labels[l];
+        if (value === undefined) throw new Error(`annotation ${k} uses label ${l}, which the expected alert does not carry`);
+        return value;
+      }),
+    ]),
+  );
 }
 
 // PromQL words that look like metric names: functions, aggregations, keywords.
-const PROMQL_WORDS = new Set(['sum', 'by', 'without', 'increase', 'rate', 'irate', 'histogram_quantile', 'or', 'and', 'unless', 'vector', 'max', 'min', 'avg', 'count', 'on', 'ignoring', 'group_left', 'group_right', 'offset', 'clamp_min', 'label_replace', 'topk', 'bool', 'le']);
+const PROMQL_WORDS = new Set([
+  'sum',
+  'by',
+  'without',
+  'increase',
+  'rate',
+  'irate',
+  'histogram_quantile',
+  'or',
+  'and',
+  'unless',
+  'vector',
+  'max',
+  'min',
+  'avg',
+  'count',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'offset',
+  'clamp_min',
+  'label_replace',
+  'topk',
+  'bool',
+  'le',
+]);
 
 /** The metric names an expression reads (identifiers starting csi_handover_; anything else is a PromQL word or a label). */
 export function seriesNamesIn(expr: string): string[] {
   const withoutMatchers = expr.replace(/\{[^}]*\}/g, '').replace(/"[^"]*"/g, '');
-  return [...new Set([...withoutMatchers.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)].map((m) => m[0]).filter((w) => !PROMQL_WORDS.has(w) && w.startsWith('csi_handover_')))];
+  return [
+    ...new Set(
+      [...withoutMatchers.matchAll(/[a-zA-Z_:][a-zA-Z0-9_:]*/g)].map((m) => m[0]).filter((w) => !PROMQL_WORDS.has(w) && w.startsWith('csi_handover_')),
+    ),
+  ];
 }
 
 /** A metric's series names as Prometheus stores them (a histogram's _bucket, _sum and _count). */

@@ -8,15 +8,35 @@ import { describe, expect, it } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { binDir, repoRoot } from '../../hack/lib/cluster.js';
 
-interface Rule { apiGroups: string[]; resources: string[]; verbs: string[]; resourceNames?: string[] }
-interface Obj { kind: string; metadata: { name: string; namespace?: string }; rules?: Rule[]; roleRef?: { kind: string; name: string } }
+interface Rule {
+  apiGroups: string[];
+  resources: string[];
+  verbs: string[];
+  resourceNames?: string[];
+}
+interface Obj {
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  rules?: Rule[];
+  roleRef?: { kind: string; name: string };
+}
 
 const WRITE_VERBS = ['create', 'update', 'patch', 'delete', 'deletecollection', '*'];
-const objects = async (): Promise<Obj[]> => parseAllDocuments((await promisify(execFile)(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'default')])).stdout).map((d) => d.toJS() as Obj);
-const writes = (rules: Rule[]) => rules.flatMap((r) => r.verbs.filter((v) => WRITE_VERBS.includes(v)).flatMap((v) => r.resources.map((res) => `${v} ${r.apiGroups[0] ? `${r.apiGroups[0]}/` : ''}${res}${r.resourceNames ? ` (${r.resourceNames.join(',')})` : ''}`)));
+const objects = async (): Promise<Obj[]> =>
+  parseAllDocuments((await promisify(execFile)(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'default')])).stdout).map(
+    (d) => d.toJS() as Obj,
+  );
+const writes = (rules: Rule[]) =>
+  rules.flatMap((r) =>
+    r.verbs
+      .filter((v) => WRITE_VERBS.includes(v))
+      .flatMap((v) =>
+        r.resources.map((res) => `${v} ${r.apiGroups[0] ? `${r.apiGroups[0]}/` : ''}${res}${r.resourceNames ? ` (${r.resourceNames.join(',')})` : ''}`),
+      ),
+  );
 
 describe('config/rbac', () => {
-  it('grants cluster-wide no write to any driver\'s objects: only its CR status, its own webhook configuration, access reviews', async () => {
+  it("grants cluster-wide no write to any driver's objects: only its CR status, its own webhook configuration, access reviews", async () => {
     const objs = await objects();
     const bound = objs.filter((o) => o.kind === 'ClusterRoleBinding').map((b) => b.roleRef?.name);
     expect(bound).toEqual(['csi-handover']);
@@ -29,16 +49,24 @@ describe('config/rbac', () => {
     expect(role?.rules?.some((r) => r.verbs.includes('*') || r.resources.includes('*') || r.apiGroups.includes('*'))).toBe(false);
   });
 
-  it('keeps the writes in drivers\' namespaces in csi-handover-driver, bound by no ClusterRoleBinding', async () => {
+  it("keeps the writes in drivers' namespaces in csi-handover-driver, bound by no ClusterRoleBinding", async () => {
     const driver = (await objects()).find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'csi-handover-driver');
     expect(writes(driver?.rules ?? []).sort()).toEqual([
-      'create events', 'patch events', 'patch pods',
-      'update apps/daemonsets', 'update apps/deployments', 'update coordination.k8s.io/leases',
+      'create events',
+      'patch events',
+      'patch pods',
+      'update apps/daemonsets',
+      'update apps/deployments',
+      'update coordination.k8s.io/leases',
     ]);
   });
 
   it('writes in other namespaces only through Roles there: its own (leader election, webhook Secret) and "default" (Events)', async () => {
     const roles = (await objects()).filter((o) => o.kind === 'Role');
-    expect(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort()).toEqual(['csi-handover/csi-handover-leader-election', 'csi-handover/csi-handover-webhook', 'default/csi-handover-events']);
+    expect(roles.map((r) => `${r.metadata.namespace}/${r.metadata.name}`).sort()).toEqual([
+      'csi-handover/csi-handover-leader-election',
+      'csi-handover/csi-handover-webhook',
+      'default/csi-handover-events',
+    ]);
   });
 });

@@ -6,7 +6,11 @@ describe('Batcher', () => {
   afterEach(() => vi.useRealTimers());
   const make = () => {
     const out: [string, number[]][] = [];
-    const b = new Batcher<number>({ quietMs: 500, maxMs: 2000 }, (k, items) => out.push([k, items]), () => Date.now());
+    const b = new Batcher<number>(
+      { quietMs: 500, maxMs: 2000 },
+      (k, items) => out.push([k, items]),
+      () => Date.now(),
+    );
     return { out, b };
   };
 
@@ -19,10 +23,17 @@ describe('Batcher', () => {
     vi.advanceTimersByTime(400);
     expect(out).toEqual([]);
     vi.advanceTimersByTime(100);
-    expect(out).toEqual([['a', [1, 2]], ['b', [3]]]);
+    expect(out).toEqual([
+      ['a', [1, 2]],
+      ['b', [3]],
+    ]);
     b.add('a', 4); // after delivery: a new batch
     vi.advanceTimersByTime(500);
-    expect(out).toEqual([['a', [1, 2]], ['b', [3]], ['a', [4]]]);
+    expect(out).toEqual([
+      ['a', [1, 2]],
+      ['b', [3]],
+      ['a', [4]],
+    ]);
   });
 
   it('does not wait past the longest time from the first item, however steadily they come', () => {
@@ -41,6 +52,9 @@ describe('Batcher', () => {
     b.add('b', 2);
     b.flush();
     vi.advanceTimersByTime(5000);
-    expect(out).toEqual([['a', [1]], ['b', [2]]]);
+    expect(out).toEqual([
+      ['a', [1]],
+      ['b', [2]],
+    ]);
   });
 });

@@ -5,8 +5,16 @@ describe('loadConfig', () => {
   it('uses defaults, then environment, then flags', () => {
     const c = loadConfig(['--retry-period=500ms'], { POD_NAMESPACE: 'ops', POD_NAME: 'op-1', CSI_HANDOVER_MODE: 'companion', WATCH_NAMESPACES: 'a, b' });
     expect(c).toMatchObject({
-      mode: 'companion', namespaces: ['a', 'b'], leaderElection: true, leaderElectionNamespace: 'ops', identity: 'op-1',
-      leaseDuration: 15_000, renewDeadline: 10_000, retryPeriod: 500, httpPort: 8080, bindAddress: '0.0.0.0',
+      mode: 'companion',
+      namespaces: ['a', 'b'],
+      leaderElection: true,
+      leaderElectionNamespace: 'ops',
+      identity: 'op-1',
+      leaseDuration: 15_000,
+      renewDeadline: 10_000,
+      retryPeriod: 500,
+      httpPort: 8080,
+      bindAddress: '0.0.0.0',
     });
     expect(loadConfig(['--mode', 'standalone'], { CSI_HANDOVER_MODE: 'companion' }).mode).toBe('standalone');
     // The sidecars' own retry period; early starts only when asked for.

@@ -12,36 +12,95 @@ import { containersFinishedAt, provenDead } from '../../src/handover/proven-dead
 
 const T = '2026-12-01T10:00:00Z';
 const heavyContainer = (name: string) => ({
-  name, image: `registry.example/${name}:v1`, args: ['--v=2', '--leader-election'], env: [{ name: 'X', value: 'y'.repeat(200) }],
-  volumeMounts: [{ name: 'socket-dir', mountPath: '/csi' }], resources: { requests: { cpu: '10m', memory: '20Mi' } },
+  name,
+  image: `registry.example/${name}:v1`,
+  args: ['--v=2', '--leader-election'],
+  env: [{ name: 'X', value: 'y'.repeat(200) }],
+  volumeMounts: [{ name: 'socket-dir', mountPath: '/csi' }],
+  resources: { requests: { cpu: '10m', memory: '20Mi' } },
   livenessProbe: { httpGet: { path: '/healthz', port: 9808 } },
 });
-const running = (name: string) => ({ name, image: 'i', imageID: 'sha256:abc', ready: true, restartCount: 0, containerID: 'containerd://1', state: { running: { startedAt: T } } });
-const terminated = (name: string, finishedAt: string) => ({ name, image: 'i', imageID: 'x', ready: false, restartCount: 1, state: { terminated: { exitCode: 0, reason: 'Completed', message: 'm'.repeat(4000), startedAt: T, finishedAt, containerID: 'containerd://2' } } });
-const waiting = (name: string) => ({ name, image: 'i', imageID: '', ready: false, restartCount: 3, state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off' } } });
+const running = (name: string) => ({
+  name,
+  image: 'i',
+  imageID: 'sha256:abc',
+  ready: true,
+  restartCount: 0,
+  containerID: 'containerd://1',
+  state: { running: { startedAt: T } },
+});
+const terminated = (name: string, finishedAt: string) => ({
+  name,
+  image: 'i',
+  imageID: 'x',
+  ready: false,
+  restartCount: 1,
+  state: { terminated: { exitCode: 0, reason: 'Completed', message: 'm'.repeat(4000), startedAt: T, finishedAt, containerID: 'containerd://2' } },
+});
+const waiting = (name: string) => ({
+  name,
+  image: 'i',
+  imageID: '',
+  ready: false,
+  restartCount: 3,
+  state: { waiting: { reason: 'CrashLoopBackOff', message: 'back-off' } },
+});
 
-function pod(over: { deleting?: boolean; grace?: number; statuses?: object[]; hostNetwork?: boolean; gated?: boolean; state?: string; cost?: string; sidecar?: boolean; hostname?: string } = {}): V1Pod {
+function pod(
+  over: {
+    deleting?: boolean;
+    grace?: number;
+    statuses?: object[];
+    hostNetwork?: boolean;
+    gated?: boolean;
+    state?: string;
+    cost?: string;
+    sidecar?: boolean;
+    hostname?: string;
+  } = {},
+): V1Pod {
   return {
-    apiVersion: 'v1', kind: 'Pod',
+    apiVersion: 'v1',
+    kind: 'Pod',
     metadata: {
-      name: 'csi-ctrl-7d9f-abcde', generateName: 'csi-ctrl-7d9f-', namespace: 'csi', uid: 'u1', resourceVersion: '42', creationTimestamp: new Date(T),
+      name: 'csi-ctrl-7d9f-abcde',
+      generateName: 'csi-ctrl-7d9f-',
+      namespace: 'csi',
+      uid: 'u1',
+      resourceVersion: '42',
+      creationTimestamp: new Date(T),
       labels: { app: 'csi-ctrl', 'pod-template-hash': '7d9f' },
-      annotations: { 'kubectl.kubernetes.io/restartedAt': T, 'some.io/large': 'z'.repeat(2000), ...(over.state ? { [HANDOVER_STATE]: over.state } : {}), ...(over.cost ? { [DELETION_COST]: over.cost } : {}) },
+      annotations: {
+        'kubectl.kubernetes.io/restartedAt': T,
+        'some.io/large': 'z'.repeat(2000),
+        ...(over.state ? { [HANDOVER_STATE]: over.state } : {}),
+        ...(over.cost ? { [DELETION_COST]: over.cost } : {}),
+      },
       ownerReferences: [{ apiVersion: 'apps/v1', kind: 'ReplicaSet', name: 'csi-ctrl-7d9f', uid: 'rs', controller: true }],
       managedFields: [{ manager: 'kubelet', operation: 'Update' }],
       ...(over.deleting ? { deletionTimestamp: new Date(T), deletionGracePeriodSeconds: over.grace ?? 30 } : {}),
     },
     spec: {
-      nodeName: 'node-1', hostNetwork: over.hostNetwork, hostname: over.hostname, serviceAccountName: 'csi', terminationGracePeriodSeconds: 30,
+      nodeName: 'node-1',
+      hostNetwork: over.hostNetwork,
+      hostname: over.hostname,
+      serviceAccountName: 'csi',
+      terminationGracePeriodSeconds: 30,
       schedulingGates: over.gated ? [{ name: 'other.io/gate' }, { name: 'csi-handover.io/lease-handover' }] : undefined,
       containers: ['csi-attacher', 'csi-provisioner', 'hostpath'].map(heavyContainer),
       initContainers: over.sidecar ? [{ ...heavyContainer('native-sidecar'), restartPolicy: 'Always' }, heavyContainer('init')] : undefined,
       volumes: [{ name: 'socket-dir', emptyDir: {} }],
     },
     status: {
-      phase: over.deleting ? 'Succeeded' : 'Running', hostIP: '10.0.0.1', podIP: '10.244.1.5',
+      phase: over.deleting ? 'Succeeded' : 'Running',
+      hostIP: '10.0.0.1',
+      podIP: '10.244.1.5',
       conditions: [{ type: 'Ready', status: 'True' }],
-      containerStatuses: (over.statuses ?? ['csi-attacher', 'csi-provisioner', 'hostpath'].map(running)) as V1Pod['status'] extends infer S ? S extends { containerStatuses?: infer C } ? C : never : never,
+      containerStatuses: (over.statuses ?? ['csi-attacher', 'csi-provisioner', 'hostpath'].map(running)) as V1Pod['status'] extends infer S
+        ? S extends { containerStatuses?: infer C }
+          ? C
+          : never
+        : never,
       initContainerStatuses: over.sidecar ? [running('native-sidecar') as never, terminated('init', T) as never] : undefined,
     },
   };
@@ -50,7 +109,10 @@ function pod(over: { deleting?: boolean; grace?: number; statuses?: object[]; ho
 const node = (ready: string, heartbeat = T): V1Node => ({
   metadata: { name: 'node-1', uid: 'n1', resourceVersion: '7', labels: { a: 'b' } },
   status: {
-    conditions: [{ type: 'MemoryPressure', status: 'False' }, { type: 'Ready', status: ready, reason: 'KubeletReady', lastHeartbeatTime: new Date(heartbeat) }],
+    conditions: [
+      { type: 'MemoryPressure', status: 'False' },
+      { type: 'Ready', status: ready, reason: 'KubeletReady', lastHeartbeatTime: new Date(heartbeat) },
+    ],
     images: [{ names: ['registry.example/big:v1'], sizeBytes: 1 }],
   },
 });
@@ -62,7 +124,10 @@ const cases: [string, V1Pod][] = [
   ['own hostname', pod({ hostname: 'my-host' })],
   ['native sidecar running', pod({ sidecar: true })],
   ['deleting, containers running', pod({ deleting: true })],
-  ['deleting, all terminated', pod({ deleting: true, statuses: ['csi-attacher', 'csi-provisioner', 'hostpath'].map((c) => terminated(c, '2026-12-01T10:00:03Z')) })],
+  [
+    'deleting, all terminated',
+    pod({ deleting: true, statuses: ['csi-attacher', 'csi-provisioner', 'hostpath'].map((c) => terminated(c, '2026-12-01T10:00:03Z')) }),
+  ],
   ['deleting, one waiting', pod({ deleting: true, statuses: [terminated('csi-attacher', T), waiting('csi-provisioner'), terminated('hostpath', T)] })],
   ['deleting, one unreported', pod({ deleting: true, statuses: [terminated('csi-attacher', T)] })],
   ['force-deleted', pod({ deleting: true, grace: 0, statuses: ['csi-attacher', 'csi-provisioner', 'hostpath'].map((c) => terminated(c, T)) })],
@@ -89,7 +154,9 @@ describe('podForCache', () => {
       expect(gracefulDeletionSeconds(observe(cached))).toBe(gracefulDeletionSeconds(observe(full)));
     }
     const identity = podIdentity(full) ?? '';
-    expect(resolveHolder(identity, [observePod(undefined, cached)], nodes)).toMatchObject({ kind: resolveHolder(identity, [observePod(undefined, full)], fullNodes).kind });
+    expect(resolveHolder(identity, [observePod(undefined, cached)], nodes)).toMatchObject({
+      kind: resolveHolder(identity, [observePod(undefined, full)], fullNodes).kind,
+    });
   });
 
   it('keeps a fraction of the pod', () => {
@@ -103,7 +170,10 @@ describe('podForCache', () => {
 
 describe('nodeForCache', () => {
   it('keeps the name and the Ready condition only; a heartbeat is no change of readiness', () => {
-    expect(nodeForCache(node('True'))).toEqual({ metadata: { name: 'node-1', uid: 'n1', resourceVersion: '7' }, status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady' }] } });
+    expect(nodeForCache(node('True'))).toEqual({
+      metadata: { name: 'node-1', uid: 'n1', resourceVersion: '7' },
+      status: { conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady' }] },
+    });
     expect(readinessChanged(nodeForCache(node('True', '2026-12-01T10:00:10Z')), nodeForCache(node('True')))).toBe(false);
     expect(readinessChanged(nodeForCache(node('Unknown')), nodeForCache(node('True')))).toBe(true);
     expect(readinessChanged(nodeForCache(node('True')), undefined)).toBe(true);

@@ -6,7 +6,10 @@ import { liftGatePatch, liftGateWhenNoHandoverPending, withHandoverGate } from '
 
 const created = '2026-01-01T00:00:00Z';
 const t0 = Date.parse(created);
-const gated: V1Pod = { metadata: { name: 'p', creationTimestamp: created as unknown as Date }, spec: { containers: [], schedulingGates: [{ name: 'other' }, { name: HANDOVER_GATE }] } };
+const gated: V1Pod = {
+  metadata: { name: 'p', creationTimestamp: created as unknown as Date },
+  spec: { containers: [], schedulingGates: [{ name: 'other' }, { name: HANDOVER_GATE }] },
+};
 
 describe('liftGateWhenNoHandoverPending', () => {
   it.each([

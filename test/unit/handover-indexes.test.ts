@@ -5,9 +5,11 @@ import { LeaseHolderIndex } from '../../src/handover/lease-holder-index.js';
 import { type ObservedPod, observePod, observePodGone } from '../../src/handover/observed-pod.js';
 import { ObservedPods } from '../../src/handover/observed-pods.js';
 
-const lease = (ns: string, name: string, holderIdentity?: unknown): V1Lease =>
-  ({ metadata: { namespace: ns, name }, spec: { holderIdentity } }) as V1Lease;
-const pod = (ns: string, name: string, node?: string): V1Pod => ({ metadata: { namespace: ns, name, uid: `uid-${ns}-${name}` }, spec: { nodeName: node, containers: [] } });
+const lease = (ns: string, name: string, holderIdentity?: unknown): V1Lease => ({ metadata: { namespace: ns, name }, spec: { holderIdentity } }) as V1Lease;
+const pod = (ns: string, name: string, node?: string): V1Pod => ({
+  metadata: { namespace: ns, name, uid: `uid-${ns}-${name}` },
+  spec: { nodeName: node, containers: [] },
+});
 const names = (pods: ObservedPod[]) => pods.map((o) => `${o.pod.metadata?.name}${o.gone ? ' (gone)' : ''}`);
 
 describe('holderHostname', () => {
@@ -83,7 +85,10 @@ describe('ObservedPods', () => {
 
   it('drops tombstones recorded before the cutoff, and only those', () => {
     const pods = new ObservedPods();
-    for (const [name, goneAt] of [['old', 1_000], ['newer', 2_000]] as const) {
+    for (const [name, goneAt] of [
+      ['old', 1_000],
+      ['newer', 2_000],
+    ] as const) {
       const p = pod('a', name, 'n1');
       pods.set(`uid-a-${name}`, observePodGone(undefined, p, goneAt));
     }

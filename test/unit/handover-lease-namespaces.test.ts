@@ -14,7 +14,11 @@ describe('leaseNamespacesOf', () => {
     ['client-go components’ spelling', [c(['--leader-elect-resource-namespace=kube-system'])], ['drv', 'kube-system']],
     ['$(POD_NAMESPACE) from the downward API is the pod’s namespace', [c(['--leader-election-namespace=$(POD_NAMESPACE)'], [POD_NS])], ['drv']],
     ['$(VAR) from a literal env value', [c(['--leader-election-namespace=$(LE_NS)'], [{ name: 'LE_NS', value: 'leases' }])], ['drv', 'leases']],
-    ['$(VAR) we cannot expand (a ConfigMap) names nothing', [c(['--leader-election-namespace=$(LE_NS)'], [{ name: 'LE_NS', valueFrom: { configMapKeyRef: { name: 'x', key: 'y' } } }])], ['drv']],
+    [
+      '$(VAR) we cannot expand (a ConfigMap) names nothing',
+      [c(['--leader-election-namespace=$(LE_NS)'], [{ name: 'LE_NS', valueFrom: { configMapKeyRef: { name: 'x', key: 'y' } } }])],
+      ['drv'],
+    ],
     ['the last occurrence wins', [c(['--leader-election-namespace=a', '--leader-election-namespace=b'])], ['drv', 'b']],
     ['each container its own', [c(['--leader-election-namespace=a']), c(['--leader-election-namespace=b']), c([])], ['drv', 'a', 'b']],
     ['a flag that merely starts alike is another flag', [c(['--leader-election-namespaces=x'])], ['drv']],

@@ -13,8 +13,19 @@ describe('HandoverTracker', () => {
     expect(t.observe(L, { holder: '', releasedByOperator: true }, 1200)).toBeUndefined();
     const h = t.observe(L, { holder: 'new', holderPod: 'uid-new', acquireTime: '2026-01-01T00:00:01.600000Z' }, 1600);
     expect(h).toEqual({
-      namespace: 'ns', lease: 'l', oldHolder: 'old', newHolder: 'new', oldPod: 'uid-old', newPod: 'uid-new', stopAt: 1000, deletionRequestedAt: 900,
-      releasedAt: 1200, releasedBy: 'operator', acquiredAt: 1600, acquireTime: '2026-01-01T00:00:01.600000Z', gapMs: 600,
+      namespace: 'ns',
+      lease: 'l',
+      oldHolder: 'old',
+      newHolder: 'new',
+      oldPod: 'uid-old',
+      newPod: 'uid-new',
+      stopAt: 1000,
+      deletionRequestedAt: 900,
+      releasedAt: 1200,
+      releasedBy: 'operator',
+      acquiredAt: 1600,
+      acquireTime: '2026-01-01T00:00:01.600000Z',
+      gapMs: 600,
     });
   });
 
@@ -126,5 +137,11 @@ describe('HandoverTracker', () => {
 });
 
 describe('formatGap', () => {
-  it.each([[420, '0.4s'], [12_340, '12.3s'], [59_999, '60.0s'], [137_000, '2m17s'], [3_600_000, '60m00s']])('%d ms → %s', (ms, s) => expect(formatGap(ms)).toBe(s));
+  it.each([
+    [420, '0.4s'],
+    [12_340, '12.3s'],
+    [59_999, '60.0s'],
+    [137_000, '2m17s'],
+    [3_600_000, '60m00s'],
+  ])('%d ms → %s', (ms, s) => expect(formatGap(ms)).toBe(s));
 });

@@ -20,10 +20,16 @@ const pod = (s: Shape = {}): V1Pod => ({
   spec: { nodeName: 'n1', containers: [{ name: 'csi-provisioner' }] },
   status: {
     phase: 'Running',
-    containerStatuses: [{
-      name: 'csi-provisioner', image: 'img', imageID: '', ready: !s.terminated, restartCount: 0,
-      state: s.terminated ? { terminated: { exitCode: 0 } } : { running: {} },
-    }],
+    containerStatuses: [
+      {
+        name: 'csi-provisioner',
+        image: 'img',
+        imageID: '',
+        ready: !s.terminated,
+        restartCount: 0,
+        state: s.terminated ? { terminated: { exitCode: 0 } } : { running: {} },
+      },
+    ],
   },
 });
 const seen = (s: Shape): ObservedPod => observePod(undefined, pod(s));
@@ -64,8 +70,11 @@ describe('a tombstone built from the watch events kube-apiserver sends', () => {
   // The event sequences as observed on kube-apiserver 1.36: a kubelet-style final delete (grace 0 with a uid
   // precondition) first persists deletionGracePeriodSeconds 0, then deletes.
   it.each<[string, Shape[], string]>([
-    ['graceful deletion: delete, containers stop, the kubelet deletes with grace 0',
-      [{}, { grace: 30 }, { grace: 30, terminated: true }, { grace: 0, terminated: true }], 'dead deleted-after-containers-terminated'],
+    [
+      'graceful deletion: delete, containers stop, the kubelet deletes with grace 0',
+      [{}, { grace: 30 }, { grace: 30, terminated: true }, { grace: 0, terminated: true }],
+      'dead deleted-after-containers-terminated',
+    ],
     ['force deletion of a running pod', [{}, { grace: 0 }], 'alive force-deleted'],
     ['force deletion during a graceful one, containers still running', [{}, { grace: 30 }, { grace: 0 }], 'alive force-deleted'],
   ])('%s', (_case, events, want) => {

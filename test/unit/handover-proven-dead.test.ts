@@ -15,7 +15,8 @@ const states: Record<Exclude<State, 'no-status'>, V1ContainerState> = {
 
 const statusesOf = (containers: Record<string, State>): V1ContainerStatus[] =>
   Object.entries(containers).flatMap(([name, s]) =>
-    s === 'no-status' ? [] : [{ name, image: 'img', imageID: '', ready: s === 'running', restartCount: 0, state: structuredClone(states[s]) }]);
+    s === 'no-status' ? [] : [{ name, image: 'img', imageID: '', ready: s === 'running', restartCount: 0, state: structuredClone(states[s]) }],
+  );
 
 interface Shape {
   containers?: Record<string, State>;
@@ -55,7 +56,12 @@ function observed(s: Shape): ObservedPod {
       ephemeralContainerStatuses: statusesOf(s.ephemeral ?? {}),
     },
   };
-  return { pod, gone: s.gone ?? false, ...(s.gone ? { goneAt: T0 + 5_000 } : {}), ...(s.gracefulDeletionSeconds !== undefined ? { gracefulDeletionSeconds: s.gracefulDeletionSeconds } : {}) };
+  return {
+    pod,
+    gone: s.gone ?? false,
+    ...(s.gone ? { goneAt: T0 + 5_000 } : {}),
+    ...(s.gracefulDeletionSeconds !== undefined ? { gracefulDeletionSeconds: s.gracefulDeletionSeconds } : {}),
+  };
 }
 
 const node = (name: string, ready: string): V1Node => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status: ready }] } });
@@ -69,15 +75,31 @@ const oneRunning = { 'csi-provisioner': 'terminated', 'csi-attacher': 'running' 
 describe('provenDead', () => {
   it.each<[string, Shape, string]>([
     // The pod object is gone (a tombstone): judged on its last observed state.
-    ['gone after a graceful deletion with all containers terminated', { gone: true, deletionGrace: 30, containers: allTerminated }, 'dead deleted-after-containers-terminated'],
-    ['gone: the kubelet’s final delete left grace 0, a graceful deletion was seen before', { gone: true, deletionGrace: 0, gracefulDeletionSeconds: 30, containers: allTerminated }, 'dead deleted-after-containers-terminated'],
+    [
+      'gone after a graceful deletion with all containers terminated',
+      { gone: true, deletionGrace: 30, containers: allTerminated },
+      'dead deleted-after-containers-terminated',
+    ],
+    [
+      'gone: the kubelet’s final delete left grace 0, a graceful deletion was seen before',
+      { gone: true, deletionGrace: 0, gracefulDeletionSeconds: 30, containers: allTerminated },
+      'dead deleted-after-containers-terminated',
+    ],
     ['gone while a container was running (force-deleted)', { gone: true, deletionGrace: 30, containers: oneRunning }, 'alive force-deleted'],
     ['gone with grace 0 while running', { gone: true, deletionGrace: 0, containers: oneRunning }, 'alive force-deleted'],
     ['gone with grace 0, all terminated, no graceful deletion seen', { gone: true, deletionGrace: 0, containers: allTerminated }, 'alive force-deleted'],
     ['gone without a deletionTimestamp ever observed', { gone: true, containers: allTerminated }, 'alive force-deleted'],
     ['gone while a container was waiting to restart', { gone: true, deletionGrace: 30, containers: { 'csi-provisioner': 'crashloop' } }, 'alive force-deleted'],
-    ['gone while an init container was still running', { gone: true, deletionGrace: 30, containers: allTerminated, init: { setup: 'running' } }, 'alive force-deleted'],
-    ['gone, a container never reported a state', { gone: true, deletionGrace: 30, containers: { 'csi-provisioner': 'terminated', 'csi-attacher': 'no-status' } }, 'alive status-unknown'],
+    [
+      'gone while an init container was still running',
+      { gone: true, deletionGrace: 30, containers: allTerminated, init: { setup: 'running' } },
+      'alive force-deleted',
+    ],
+    [
+      'gone, a container never reported a state',
+      { gone: true, deletionGrace: 30, containers: { 'csi-provisioner': 'terminated', 'csi-attacher': 'no-status' } },
+      'alive status-unknown',
+    ],
     ['gone, last seen Succeeded', { gone: true, phase: 'Succeeded', containers: allTerminated }, 'dead pod-phase-terminal'],
     // The pod is still there.
     ['phase Failed', { phase: 'Failed', containers: allTerminated }, 'dead pod-phase-terminal'],
@@ -88,15 +110,31 @@ describe('provenDead', () => {
     ['node not observed', { node: 'elsewhere', deletionGrace: 30, containers: allTerminated }, 'alive node-not-ready'],
     ['not bound to a node', { node: null, containers: { 'csi-provisioner': 'no-status' } }, 'alive node-not-ready'],
     ['all terminated on a Ready node during a graceful deletion', { deletionGrace: 30, containers: allTerminated }, 'dead containers-terminated'],
-    ['all terminated after the kubelet set grace 0, graceful deletion seen', { deletionGrace: 0, gracefulDeletionSeconds: 30, containers: allTerminated }, 'dead containers-terminated'],
+    [
+      'all terminated after the kubelet set grace 0, graceful deletion seen',
+      { deletionGrace: 0, gracefulDeletionSeconds: 30, containers: allTerminated },
+      'dead containers-terminated',
+    ],
     ['all terminated but not being deleted: the kubelet restarts them', { containers: allTerminated }, 'alive not-terminating'],
     ['all terminated, being force-deleted', { deletionGrace: 0, containers: allTerminated }, 'alive force-deleted'],
     ['one container still running', { deletionGrace: 30, containers: oneRunning }, 'alive containers-running'],
     ['waiting in CrashLoopBackOff', { containers: { 'csi-provisioner': 'terminated', 'csi-attacher': 'crashloop' } }, 'alive containers-running'],
     ['no container statuses', { deletionGrace: 30, containers: { 'csi-provisioner': 'no-status', 'csi-attacher': 'no-status' } }, 'alive status-unknown'],
-    ['a native sidecar (restartable init container) still running', { deletionGrace: 30, containers: allTerminated, sidecars: { 'csi-resizer': 'running' } }, 'alive containers-running'],
-    ['a native sidecar that never reported', { deletionGrace: 30, containers: allTerminated, sidecars: { 'csi-resizer': 'no-status' } }, 'alive status-unknown'],
-    ['a completed ordinary init container does not matter', { deletionGrace: 30, containers: allTerminated, init: { setup: 'terminated' } }, 'dead containers-terminated'],
+    [
+      'a native sidecar (restartable init container) still running',
+      { deletionGrace: 30, containers: allTerminated, sidecars: { 'csi-resizer': 'running' } },
+      'alive containers-running',
+    ],
+    [
+      'a native sidecar that never reported',
+      { deletionGrace: 30, containers: allTerminated, sidecars: { 'csi-resizer': 'no-status' } },
+      'alive status-unknown',
+    ],
+    [
+      'a completed ordinary init container does not matter',
+      { deletionGrace: 30, containers: allTerminated, init: { setup: 'terminated' } },
+      'dead containers-terminated',
+    ],
     ['an ephemeral debug container running', { deletionGrace: 30, containers: allTerminated, ephemeral: { debugger: 'running' } }, 'alive containers-running'],
   ])('%s', (_case, shape, want) => {
     expect(verdict(provenDead(observed(shape), nodes))).toBe(want);

@@ -17,17 +17,30 @@ interface WireLeaseSpec {
 const lease = (spec: WireLeaseSpec | undefined): V1Lease =>
   ({ metadata: { name: 'external-attacher-leader-hostpath-csi-k8s-io', namespace: 'csi' }, ...(spec ? { spec } : {}) }) as unknown as V1Lease;
 const held = (over: WireLeaseSpec = {}): V1Lease =>
-  lease({ holderIdentity: 'ctrl-old', leaseDurationSeconds: 137, acquireTime: '2026-01-02T03:00:00.000000Z', renewTime: '2026-01-02T03:04:00.123000Z', leaseTransitions: 4, ...over });
+  lease({
+    holderIdentity: 'ctrl-old',
+    leaseDurationSeconds: 137,
+    acquireTime: '2026-01-02T03:00:00.000000Z',
+    renewTime: '2026-01-02T03:04:00.123000Z',
+    leaseTransitions: 4,
+    ...over,
+  });
 
 const pod = (name: string, uid: string, containers: 'running' | 'terminated', deleting: boolean): V1Pod => ({
   metadata: { name, namespace: 'csi', uid, ...(deleting ? { deletionTimestamp: new Date(NOW - 20_000), deletionGracePeriodSeconds: 30 } : {}) },
   spec: { nodeName: 'n1', containers: [{ name: 'csi-attacher' }] },
   status: {
     phase: 'Running',
-    containerStatuses: [{
-      name: 'csi-attacher', image: 'img', imageID: '', ready: containers === 'running', restartCount: 0,
-      state: containers === 'running' ? { running: {} } : { terminated: { exitCode: 0, finishedAt: new Date(FINISHED) } },
-    }],
+    containerStatuses: [
+      {
+        name: 'csi-attacher',
+        image: 'img',
+        imageID: '',
+        ready: containers === 'running',
+        restartCount: 0,
+        state: containers === 'running' ? { running: {} } : { terminated: { exitCode: 0, finishedAt: new Date(FINISHED) } },
+      },
+    ],
   },
 });
 const deadOld: ObservedPod = { pod: pod('ctrl-old', 'u-old', 'terminated', true), gone: true, goneAt: NOW - 10_000 };
@@ -41,12 +54,37 @@ const summary = (d: ReleaseDecision): string => (d.action === 'release' ? `relea
 describe('decideRelease', () => {
   it.each<[string, V1Lease, ObservedPod[], string]>([
     ['holder proven dead', held(), [deadOld, fresh], 'release csi/ctrl-old deleted-after-containers-terminated'],
-    ['holder proven dead, client-go style <pod>_<suffix> identity', held({ holderIdentity: 'ctrl-old_5e1c' }), [deadOld, fresh], 'release csi/ctrl-old deleted-after-containers-terminated'],
-    ['renewTime as a Date (typed client)', held({ renewTime: new Date('2026-01-02T03:04:00Z') }), [deadOld, fresh], 'release csi/ctrl-old deleted-after-containers-terminated'],
-    ['expiring exactly now is not yet expired', held({ leaseDurationSeconds: 20, renewTime: '2026-01-02T03:04:00Z' }), [deadOld], 'release csi/ctrl-old deleted-after-containers-terminated'],
-    ['renewed within the second its last container finished (finishedAt has whole seconds)', held({ renewTime: '2026-01-02T03:04:05.900000Z' }), [deadOld], 'release csi/ctrl-old deleted-after-containers-terminated'],
+    [
+      'holder proven dead, client-go style <pod>_<suffix> identity',
+      held({ holderIdentity: 'ctrl-old_5e1c' }),
+      [deadOld, fresh],
+      'release csi/ctrl-old deleted-after-containers-terminated',
+    ],
+    [
+      'renewTime as a Date (typed client)',
+      held({ renewTime: new Date('2026-01-02T03:04:00Z') }),
+      [deadOld, fresh],
+      'release csi/ctrl-old deleted-after-containers-terminated',
+    ],
+    [
+      'expiring exactly now is not yet expired',
+      held({ leaseDurationSeconds: 20, renewTime: '2026-01-02T03:04:00Z' }),
+      [deadOld],
+      'release csi/ctrl-old deleted-after-containers-terminated',
+    ],
+    [
+      'renewed within the second its last container finished (finishedAt has whole seconds)',
+      held({ renewTime: '2026-01-02T03:04:05.900000Z' }),
+      [deadOld],
+      'release csi/ctrl-old deleted-after-containers-terminated',
+    ],
     ['holder alive', held(), [aliveOld, fresh], 'none holder-alive'],
-    ['renewed after the holder’s containers finished: a re-created pod our cache has not seen', held({ renewTime: '2026-01-02T03:04:07Z' }), [deadOld], 'none holder-alive'],
+    [
+      'renewed after the holder’s containers finished: a re-created pod our cache has not seen',
+      held({ renewTime: '2026-01-02T03:04:07Z' }),
+      [deadOld],
+      'none holder-alive',
+    ],
     ['released by its holder (client-go release record)', held({ holderIdentity: '', leaseDurationSeconds: 1 }), [deadOld], 'none released-by-holder'],
     ['no holder', held({ holderIdentity: '' }), [deadOld], 'none not-held'],
     ['already expired by its own record', held({ leaseDurationSeconds: 15, renewTime: '2026-01-02T03:04:00Z' }), [deadOld], 'none expired'],

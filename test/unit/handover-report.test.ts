@@ -1,12 +1,29 @@
 import { describe, expect, it } from 'vitest';
 import type { HandoverRecord } from '../../src/handover/measure.js';
 import { handoverCondition } from '../../src/status/conditions.js';
-import { EVENT_MESSAGE_MAX, type HandoverReport, handoverMessage, HandoverReports, handoversMessage, handoverStatus, reportFromStatus, withHandover } from '../../src/handover/report.js';
+import {
+  EVENT_MESSAGE_MAX,
+  type HandoverReport,
+  handoverMessage,
+  HandoverReports,
+  handoversMessage,
+  handoverStatus,
+  reportFromStatus,
+  withHandover,
+} from '../../src/handover/report.js';
 
 const T = Date.parse('2026-01-02T03:04:05.123Z');
 const record = (over: Partial<HandoverRecord> = {}): HandoverRecord => ({
-  namespace: 'csi', lease: 'attacher', oldHolder: 'ctrl-a', newHolder: 'ctrl-b', stopAt: T, releasedAt: T + 300,
-  releasedBy: 'operator', acquiredAt: T + 512, gapMs: 512, ...over,
+  namespace: 'csi',
+  lease: 'attacher',
+  oldHolder: 'ctrl-a',
+  newHolder: 'ctrl-b',
+  stopAt: T,
+  releasedAt: T + 300,
+  releasedBy: 'operator',
+  acquiredAt: T + 512,
+  gapMs: 512,
+  ...over,
 });
 
 describe('handover report', () => {
@@ -19,7 +36,10 @@ describe('handover report', () => {
   });
 
   it('survives the round trip through status.handover unchanged (so a restart writes nothing new)', () => {
-    const r = withHandover(withHandover(undefined, record()), record({ lease: 'provisioner', gapMs: undefined, stopAt: undefined, releasedAt: undefined, releasedBy: 'expiry' }));
+    const r = withHandover(
+      withHandover(undefined, record()),
+      record({ lease: 'provisioner', gapMs: undefined, stopAt: undefined, releasedAt: undefined, releasedBy: 'expiry' }),
+    );
     const status = handoverStatus(r);
     const back = reportFromStatus(JSON.parse(JSON.stringify({ handover: status })));
     expect(back && handoverStatus(back)).toEqual(status);
@@ -30,17 +50,35 @@ describe('handover report', () => {
     ['no status', undefined],
     ['no handover in it', { conditions: [] }],
     ['a handover we cannot read', { handover: { lastRollout: { leases: [{ lease: 'x' }] } } }],
-    ['a time that is not one', { handover: { lastRollout: { leases: [{ ...handoverStatusLease(), acquireTime: 'soon' }] }, totals: { handovers: 1, releasedByOperator: 1, releasedByHolder: 0, expired: 0 } } }],
+    [
+      'a time that is not one',
+      {
+        handover: {
+          lastRollout: { leases: [{ ...handoverStatusLease(), acquireTime: 'soon' }] },
+          totals: { handovers: 1, releasedByOperator: 1, releasedByHolder: 0, expired: 0 },
+        },
+      },
+    ],
   ])('reads nothing from %s (and starts afresh)', (_n, status) => expect(reportFromStatus(status)).toBeUndefined());
 
   it('the condition summarises the largest gap and who released; keeps the CR’s own when it knows no handover', () => {
     const r = withHandover(undefined, record());
-    expect(handoverCondition(r, [])).toEqual({ type: 'CSIHandoverLeasesHandedOver', status: 'True', reason: 'ReleasedByOperator',
-      message: 'last handover of 1 lease(s): largest gap 0.5s (csi/attacher); released by operator 1, by holder 0, expired 0' });
+    expect(handoverCondition(r, [])).toEqual({
+      type: 'CSIHandoverLeasesHandedOver',
+      status: 'True',
+      reason: 'ReleasedByOperator',
+      message: 'last handover of 1 lease(s): largest gap 0.5s (csi/attacher); released by operator 1, by holder 0, expired 0',
+    });
     expect(handoverCondition(withHandover(r, record({ lease: 'p', releasedBy: 'expiry' })), [])).toMatchObject({ status: 'False', reason: 'LeaseExpired' });
     expect(handoverCondition(undefined, [])).toMatchObject({ status: 'Unknown', reason: 'NoHandoverYet' });
     // OpenShift's CRD prunes status.handover: after a restart the condition is all there is, and it stays.
-    const kept = { type: 'CSIHandoverLeasesHandedOver', status: 'True' as const, reason: 'ReleasedByOperator', message: 'from before', lastTransitionTime: 'x' };
+    const kept = {
+      type: 'CSIHandoverLeasesHandedOver',
+      status: 'True' as const,
+      reason: 'ReleasedByOperator',
+      message: 'from before',
+      lastTransitionTime: 'x',
+    };
     expect(handoverCondition(undefined, [kept])).toEqual({ type: kept.type, status: 'True', reason: 'ReleasedByOperator', message: 'from before' });
   });
 

@@ -36,12 +36,19 @@ class FakeInformer<T extends V1Pod | V1Lease | V1Node> implements InformerView<T
   }
 }
 
-const lease = (ns: string, name: string, holderIdentity: string): V1Lease => ({ metadata: { namespace: ns, name, resourceVersion: holderIdentity }, spec: { holderIdentity } });
+const lease = (ns: string, name: string, holderIdentity: string): V1Lease => ({
+  metadata: { namespace: ns, name, resourceVersion: holderIdentity },
+  spec: { holderIdentity },
+});
 const pod = (ns: string, name: string, node: string, app = 'ctrl'): V1Pod => ({
-  metadata: { namespace: ns, name, uid: `${ns}-${name}`, labels: { app } }, spec: { nodeName: node, containers: [{ name: 'c' }] },
+  metadata: { namespace: ns, name, uid: `${ns}-${name}`, labels: { app } },
+  spec: { nodeName: node, containers: [{ name: 'c' }] },
 });
 const node = (name: string, ready: string): V1Node => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status: ready }] } });
-const deployment = (ns: string): V1Deployment => ({ metadata: { namespace: ns, name: 'ctrl' }, spec: { selector: { matchLabels: { app: 'ctrl' } }, template: {} } });
+const deployment = (ns: string): V1Deployment => ({
+  metadata: { namespace: ns, name: 'ctrl' },
+  spec: { selector: { matchLabels: { app: 'ctrl' } }, template: {} },
+});
 /** A workload in namespace c whose sidecar keeps its lease in namespace leases. */
 const electingElsewhere: V1Deployment = {
   metadata: { namespace: 'c', name: 'ctrl' },
@@ -55,9 +62,19 @@ function setup() {
   nodes.put(node('n1', 'True'));
   nodes.put(node('n2', 'True'));
   const c = new HandoverController({
-    http: {} as KubeHttp, metrics: {} as Metrics, events: {} as EventRecorder, log: pino({ level: 'silent' }),
-    leases, pods, nodes, deployments: () => [deployment('a'), deployment('b'), electingElsewhere], gateTimeoutMs: 60_000, earlyStart: false,
-    reports: new HandoverReports(() => undefined), onReportChanged: () => undefined, now: () => 0,
+    http: {} as KubeHttp,
+    metrics: {} as Metrics,
+    events: {} as EventRecorder,
+    log: pino({ level: 'silent' }),
+    leases,
+    pods,
+    nodes,
+    deployments: () => [deployment('a'), deployment('b'), electingElsewhere],
+    gateTimeoutMs: 60_000,
+    earlyStart: false,
+    reports: new HandoverReports(() => undefined),
+    onReportChanged: () => undefined,
+    now: () => 0,
   });
   vi.spyOn(c.queue, 'start').mockImplementation(() => undefined);
   const added = vi.spyOn(c.queue, 'add').mockImplementation(() => undefined);

@@ -24,7 +24,10 @@ describe('handoversFrom', () => {
   });
   it('chains several handovers of one lease and leaves the gap unknown without a stop time', () => {
     const h = handoversFrom([obs(0, 'a'), obs(10, 'b'), obs(20, 'c')], new Map([['b', 15]]));
-    expect(h.map((x) => [x.oldHolder, x.newHolder, x.gapMs])).toEqual([['a', 'b', undefined], ['b', 'c', 5]]);
+    expect(h.map((x) => [x.oldHolder, x.newHolder, x.gapMs])).toEqual([
+      ['a', 'b', undefined],
+      ['b', 'c', 5],
+    ]);
   });
   it('keeps leases apart and sorts by acquisition', () => {
     const h = handoversFrom([obs(0, 'a', 'x'), obs(0, 'a', 'y'), obs(30, 'b', 'y'), obs(20, 'b', 'x')], new Map());
@@ -46,8 +49,22 @@ describe('gapStats', () => {
 describe('holderSegments', () => {
   it.each([
     ['one holder all along, from the window start', [obs(50, 'a'), obs(60, 'a')], [{ holder: 'a', from: 0, to: 100 }]],
-    ['a handover through a release', [obs(5, 'a'), obs(40, ''), obs(45, 'b')], [{ holder: 'a', from: 0, to: 40 }, { holder: 'b', from: 45, to: 100 }]],
-    ['a direct handover', [obs(5, 'a'), obs(30, 'b')], [{ holder: 'a', from: 0, to: 30 }, { holder: 'b', from: 30, to: 100 }]],
+    [
+      'a handover through a release',
+      [obs(5, 'a'), obs(40, ''), obs(45, 'b')],
+      [
+        { holder: 'a', from: 0, to: 40 },
+        { holder: 'b', from: 45, to: 100 },
+      ],
+    ],
+    [
+      'a direct handover',
+      [obs(5, 'a'), obs(30, 'b')],
+      [
+        { holder: 'a', from: 0, to: 30 },
+        { holder: 'b', from: 30, to: 100 },
+      ],
+    ],
     ['released and never taken', [obs(5, 'a'), obs(70, '')], [{ holder: 'a', from: 0, to: 70 }]],
     ['empty at first, then acquired', [obs(5, ''), obs(20, 'b')], [{ holder: 'b', from: 20, to: 100 }]],
     ['other leases ignored', [obs(5, 'a'), obs(10, 'x', 'other')], [{ holder: 'a', from: 0, to: 100 }]],
@@ -62,11 +79,23 @@ describe('raceOf (did the acquirer try before the release?)', () => {
   const meta = { mode: 'companion', rollout: 1, newPod: true };
   const log = (t: number, text: string) => ({ t, text });
   it('an attempt after the release is a won race; times are from the pod’s creation', () => {
-    const r = raceOf(h, [log(900, 'I1201 started'), log(1550, 'I1201 leaderelection.go:258] "Attempting to acquire leader lease..." lock="ns/l"')], 800, 5000, meta);
+    const r = raceOf(
+      h,
+      [log(900, 'I1201 started'), log(1550, 'I1201 leaderelection.go:258] "Attempting to acquire leader lease..." lock="ns/l"')],
+      800,
+      5000,
+      meta,
+    );
     expect(r).toMatchObject({ firstAttemptAt: 1550, attemptedFirst: false, waitedForRetry: false, createToAttemptMs: 750, createToAcquireMs: 800, gapMs: 600 });
   });
   it('an attempt before the release is a lost race (older client-go spells it in lower case)', () => {
-    const r = raceOf({ ...h, acquiredAt: 6300 }, [log(1200, 'I1201 leaderelection.go:250] attempting to acquire leader lease ns/l...'), log(1300, 'attempting to acquire leader lease again')], 800, 5000, meta);
+    const r = raceOf(
+      { ...h, acquiredAt: 6300 },
+      [log(1200, 'I1201 leaderelection.go:250] attempting to acquire leader lease ns/l...'), log(1300, 'attempting to acquire leader lease again')],
+      800,
+      5000,
+      meta,
+    );
     expect(r).toMatchObject({ firstAttemptAt: 1200, attemptedFirst: true, waitedForRetry: true, createToAttemptMs: 400 });
   });
   it('an attempt logged just before the watch saw the release, acquired at once: it found the lease free (no retry)', () => {

@@ -6,12 +6,30 @@ const T0 = Date.parse('2026-12-02T10:00:00Z');
 const iso = (s: number) => new Date(T0 + s * 1000).toISOString();
 const NS = 'csi-hostpath';
 
-const started = (pod: string, container: string, s: number): NodeEvent => ({ t: iso(s), node: 'node-1', namespace: NS, pod, uid: `uid-${pod}`, container, event: 'container-started' });
+const started = (pod: string, container: string, s: number): NodeEvent => ({
+  t: iso(s),
+  node: 'node-1',
+  namespace: NS,
+  pod,
+  uid: `uid-${pod}`,
+  container,
+  event: 'container-started',
+});
 const exited = (pod: string, container: string, s: number): NodeEvent => ({ ...started(pod, container, s), event: 'container-exited', exitCode: 0 });
 
 /** A lease record seen at second `s` (stamped by its writer at the same second unless said otherwise). */
 function lease(s: number, holder: string, extra: Partial<LeaseSample> = {}): LeaseSample {
-  return { t: T0 + s * 1000, namespace: NS, lease: 'l', holder, renewTime: iso(s), acquireTime: iso(s), leaseDurationSeconds: 15, releasedByOperator: false, ...extra };
+  return {
+    t: T0 + s * 1000,
+    namespace: NS,
+    lease: 'l',
+    holder,
+    renewTime: iso(s),
+    acquireTime: iso(s),
+    leaseDurationSeconds: 15,
+    releasedByOperator: false,
+    ...extra,
+  };
 }
 
 describe('containersRunningAt', () => {
@@ -60,7 +78,7 @@ describe('checkLeases', () => {
     expect(checkLeases(samples, oldPod).map((x) => x.invariant)).toEqual(['two-leaders']);
   });
 
-  it('judges by the records\' own times (renewTime, acquireTime), not when the watch delivered them', () => {
+  it("judges by the records' own times (renewTime, acquireTime), not when the watch delivered them", () => {
     // The release was written at 31 (after the exit at 30) but seen late; the new holder acquired at 32.
     const samples = [lease(1, 'old'), lease(40, '', { renewTime: iso(31), releasedByOperator: true }), lease(41, 'new', { acquireTime: iso(32) })];
     expect(checkLeases(samples, oldPod)).toEqual([]);
@@ -83,7 +101,16 @@ describe('checkLeases', () => {
 });
 
 describe('checkGates', () => {
-  const pod = (s: number, extra: Partial<PodSample>): PodSample => ({ t: T0 + s * 1000, namespace: NS, name: 'p', uid: 'u', created: T0, gated: false, deleted: false, ...extra });
+  const pod = (s: number, extra: Partial<PodSample>): PodSample => ({
+    t: T0 + s * 1000,
+    namespace: NS,
+    name: 'p',
+    uid: 'u',
+    created: T0,
+    gated: false,
+    deleted: false,
+    ...extra,
+  });
   const c = { gateTimeoutMs: 60_000, slackMs: 5_000, now: T0 + 120_000, final: true };
 
   it('a pod let go in time, its state saying how it started: nothing', () => {
@@ -95,13 +122,15 @@ describe('checkGates', () => {
     expect(v.map((x) => x.invariant)).toEqual(['gate-held-too-long']);
   });
 
-  it('an API server outage while gated extends the allowance by the outage and the operator\'s retry cap', () => {
+  it("an API server outage while gated extends the allowance by the outage and the operator's retry cap", () => {
     const samples = [pod(0, { gated: true }), pod(80, {})];
     expect(checkGates(samples, { ...c, outages: [{ from: T0 + 10_000, to: T0 + 20_000 }], retryAfterOutageMs: 10_000 })).toEqual([]);
     // An outage outside the pod's wait gives nothing.
     expect(checkGates(samples, { ...c, outages: [{ from: T0 + 90_000, to: T0 + 99_000 }], retryAfterOutageMs: 10_000 })).toHaveLength(1);
     // Nor does a short one make up for a long delay.
-    expect(checkGates([pod(0, { gated: true }), pod(90, {})], { ...c, outages: [{ from: T0 + 10_000, to: T0 + 20_000 }], retryAfterOutageMs: 10_000 })).toHaveLength(1);
+    expect(
+      checkGates([pod(0, { gated: true }), pod(90, {})], { ...c, outages: [{ from: T0 + 10_000, to: T0 + 20_000 }], retryAfterOutageMs: 10_000 }),
+    ).toHaveLength(1);
   });
 
   it('a pod deleted while gated was let go', () => {

@@ -33,7 +33,9 @@ describe('kubeconfigAccess', () => {
   it('reads client certificate files relative to the kubeconfig, and the CA', () => {
     const read = files({
       '/k/config': kubeconfig('    client-certificate: pki/admin.crt\n    client-key: /abs/admin.key'),
-      '/k/pki/ca.crt': 'CA', '/k/pki/admin.crt': 'CERT', '/abs/admin.key': 'KEY',
+      '/k/pki/ca.crt': 'CA',
+      '/k/pki/admin.crt': 'CERT',
+      '/abs/admin.key': 'KEY',
     });
     const a = kubeconfigAccess('/k/config', read);
     expect(a).toMatchObject({ server: 'https://10.0.0.1:6443', ca: 'CA', cert: 'CERT', key: 'KEY', insecureSkipTLSVerify: false });
@@ -42,7 +44,10 @@ describe('kubeconfigAccess', () => {
 
   it('reads inline data and an inline token', () => {
     const read = files({
-      '/k/config': kubeconfig(`    client-certificate-data: ${b64('CERT')}\n    client-key-data: ${b64('KEY')}\n    token: abc`, '    insecure-skip-tls-verify: true\n    tls-server-name: api.local').replace('certificate-authority: pki/ca.crt', `certificate-authority-data: ${b64('CA')}`),
+      '/k/config': kubeconfig(
+        `    client-certificate-data: ${b64('CERT')}\n    client-key-data: ${b64('KEY')}\n    token: abc`,
+        '    insecure-skip-tls-verify: true\n    tls-server-name: api.local',
+      ).replace('certificate-authority: pki/ca.crt', `certificate-authority-data: ${b64('CA')}`),
     });
     const a = kubeconfigAccess('/k/config', read);
     expect(a).toMatchObject({ ca: 'CA', cert: 'CERT', key: 'KEY', insecureSkipTLSVerify: true, serverName: 'api.local' });
@@ -59,7 +64,11 @@ describe('kubeconfigAccess', () => {
     ['an auth provider', kubeconfig('    auth-provider: {name: gcp}'), /auth provider/],
     ['basic auth', kubeconfig('    username: admin'), /username/],
     ['a certificate without its key', kubeconfig('    client-certificate: pki/admin.crt'), /without its key/],
-    ['no current context', kubeconfig('    token: x').replace('current-context: ctx', '').replace('- name: ctx', '- name: ctx\n  context: {cluster: c}\n- name: other'), /no current-context/],
+    [
+      'no current context',
+      kubeconfig('    token: x').replace('current-context: ctx', '').replace('- name: ctx', '- name: ctx\n  context: {cluster: c}\n- name: other'),
+      /no current-context/,
+    ],
     ['an undefined context', kubeconfig('    token: x').replace('current-context: ctx', 'current-context: nope'), /context "nope" is not defined/],
     ['a proxy', kubeconfig('    token: x', '    proxy-url: http://proxy:3128'), /proxy-url/],
     ['a server that is no URL', kubeconfig('    token: x').replace('https://10.0.0.1:6443/', 'not a url'), /clusters\.0\.cluster\.server/],
@@ -79,11 +88,15 @@ describe('fileToken', () => {
     let now = 0;
     let content: string | undefined = 'one';
     let reads = 0;
-    const t = fileToken('/t', () => now, () => {
-      reads++;
-      if (content === undefined) throw new Error('ENOENT');
-      return content;
-    });
+    const t = fileToken(
+      '/t',
+      () => now,
+      () => {
+        reads++;
+        if (content === undefined) throw new Error('ENOENT');
+        return content;
+      },
+    );
     expect(t.get()).toBe('one');
     content = 'two';
     now = TOKEN_REREAD_MS - 1;

@@ -41,7 +41,10 @@ describe('KubeHttp.watch', () => {
     await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
     const { port } = silent.address() as { port: number };
     const codes: number[] = [];
-    const http = new KubeHttp({ server: `http://127.0.0.1:${port}`, insecureSkipTLSVerify: false, token: { get: () => undefined, invalidate: () => undefined } }, (_verb, _path, code) => codes.push(code));
+    const http = new KubeHttp(
+      { server: `http://127.0.0.1:${port}`, insecureSkipTLSVerify: false, token: { get: () => undefined, invalidate: () => undefined } },
+      (_verb, _path, code) => codes.push(code),
+    );
     try {
       const started = Date.now();
       await expect(http.watch('/api/v1/pods', {}, () => undefined, { openTimeoutMs: 200, idleMs: 60_000 })).rejects.toThrow(/not opened within 200 ms/);

@@ -1,6 +1,16 @@
 import { describe, expect, it } from 'vitest';
 import { parseArgs } from '../../src/cli/kubectl-csi-handover.js';
-import { age, type DriverObject, driverReport, formatStatus, formatTimeline, parseDriver, parseEvents, table, timelineSvgInput } from '../../src/cli/status-view.js';
+import {
+  age,
+  type DriverObject,
+  driverReport,
+  formatStatus,
+  formatTimeline,
+  parseDriver,
+  parseEvents,
+  table,
+  timelineSvgInput,
+} from '../../src/cli/status-view.js';
 
 const T0 = Date.parse('2026-12-02T05:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -17,12 +27,25 @@ function driver(leases: Record<string, unknown>[], conditions: Record<string, un
 }
 
 const released = {
-  lease: 'external-attacher-leader-hostpath-csi-k8s-io', namespace: 'csi-hostpath', oldHolder: 'ctrl-a', newHolder: 'ctrl-b',
-  stopTime: iso(T0), releaseTime: iso(T0 + 100), acquireTime: iso(T0 + 500), releasedBy: 'operator', gapSeconds: 0.5,
+  lease: 'external-attacher-leader-hostpath-csi-k8s-io',
+  namespace: 'csi-hostpath',
+  oldHolder: 'ctrl-a',
+  newHolder: 'ctrl-b',
+  stopTime: iso(T0),
+  releaseTime: iso(T0 + 100),
+  acquireTime: iso(T0 + 500),
+  releasedBy: 'operator',
+  gapSeconds: 0.5,
 };
 const expired = {
-  lease: 'external-resizer-hostpath-csi-k8s-io', namespace: 'csi-hostpath', oldHolder: 'ctrl-a', newHolder: 'ctrl-b',
-  stopTime: iso(T0), acquireTime: iso(T0 + 15_000), releasedBy: 'expiry', gapSeconds: 15,
+  lease: 'external-resizer-hostpath-csi-k8s-io',
+  namespace: 'csi-hostpath',
+  oldHolder: 'ctrl-a',
+  newHolder: 'ctrl-b',
+  stopTime: iso(T0),
+  acquireTime: iso(T0 + 15_000),
+  releasedBy: 'expiry',
+  gapSeconds: 15,
 };
 
 describe('kubectl csi-handover arguments', () => {
@@ -46,15 +69,18 @@ describe('kubectl csi-handover arguments', () => {
 
 describe('kubectl csi-handover status', () => {
   it('shows the spec, conditions, the last rollout per lease and the totals', () => {
-    const d = driver([released, expired], [
-      { type: 'CSIHandoverLeasesHandedOver', status: 'False', reason: 'LeaseExpired', message: 'largest gap 15s', lastTransitionTime: iso(T0 + 15_000) },
-    ]);
-    const events = parseEvents({ items: [
-      { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-before', count: 1, lastTimestamp: iso(T0 - 60_000), metadata: {} },
-      { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-last', count: 3, lastTimestamp: iso(T0 + 15_000), metadata: {} },
-      { reason: 42, metadata: {} }, // not an Event we can read: left out
-      { reason: 'LeaseHandedOver', type: 'Normal', message: `long ${'x'.repeat(300)}`, lastTimestamp: iso(T0 - 120_000), metadata: {} },
-    ] });
+    const d = driver(
+      [released, expired],
+      [{ type: 'CSIHandoverLeasesHandedOver', status: 'False', reason: 'LeaseExpired', message: 'largest gap 15s', lastTransitionTime: iso(T0 + 15_000) }],
+    );
+    const events = parseEvents({
+      items: [
+        { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-before', count: 1, lastTimestamp: iso(T0 - 60_000), metadata: {} },
+        { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-last', count: 3, lastTimestamp: iso(T0 + 15_000), metadata: {} },
+        { reason: 42, metadata: {} }, // not an Event we can read: left out
+        { reason: 'LeaseHandedOver', type: 'Normal', message: `long ${'x'.repeat(300)}`, lastTimestamp: iso(T0 - 120_000), metadata: {} },
+      ],
+    });
     const text = formatStatus(d, events, T0 + 75_000);
     expect(text).toContain('managementState: Managed    logLevel: Debug');
     expect(text).toMatch(/CSIHandoverLeasesHandedOver\s+False\s+LeaseExpired\s+60s\s+largest gap 15s/);
@@ -109,6 +135,17 @@ describe('kubectl csi-handover timeline', () => {
 });
 
 describe('formatting helpers', () => {
-  it.each([[5_000, '5s'], [300_000, '5m'], [7_200_000, '2h'], [259_200_000, '3d']])('age %d ms', (ms, want) => expect(age(T0 - ms, T0)).toBe(want));
-  it('aligns columns', () => expect(table([['a', 'bb', 'c'], ['ccc', 'd', 'e']])).toEqual(['a    bb  c', 'ccc  d   e']));
+  it.each([
+    [5_000, '5s'],
+    [300_000, '5m'],
+    [7_200_000, '2h'],
+    [259_200_000, '3d'],
+  ])('age %d ms', (ms, want) => expect(age(T0 - ms, T0)).toBe(want));
+  it('aligns columns', () =>
+    expect(
+      table([
+        ['a', 'bb', 'c'],
+        ['ccc', 'd', 'e'],
+      ]),
+    ).toEqual(['a    bb  c', 'ccc  d   e']));
 });

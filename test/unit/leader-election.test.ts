@@ -3,7 +3,12 @@ import { decide, jitteredRetry, recordChanged, renewDeadlinePassed } from '../..
 import { acquiredRecord, LeaseObject, type LeaseRecord, microTime, releasedRecord } from '../../src/leaderelection/lease-record.js';
 
 const rec = (holder: string, durationS = 15, extra: Partial<LeaseRecord> = {}): LeaseRecord => ({
-  holderIdentity: holder, leaseDurationSeconds: durationS, acquireTime: 'a', renewTime: 'r', leaseTransitions: 3, ...extra,
+  holderIdentity: holder,
+  leaseDurationSeconds: durationS,
+  acquireTime: 'a',
+  renewTime: 'r',
+  leaseTransitions: 3,
+  ...extra,
 });
 const timings = { leaseDurationMs: 15_000, renewDeadlineMs: 10_000, retryPeriodMs: 2_000 };
 
@@ -12,7 +17,12 @@ describe('decide', () => {
     ['no lease yet → create it', undefined, 1000, { kind: 'create' }],
     ['our own lease → renew', { record: rec('me'), observedAt: 0 }, 1000, { kind: 'renew' }],
     ['released (empty holder) → acquire at once', { record: rec('', 1), observedAt: 999 }, 1000, { kind: 'acquire' }],
-    ['another holder, observed 14s ago → wait until 15s after the observation', { record: rec('other'), observedAt: 0 }, 14_000, { kind: 'wait', retryAt: 15_000, holder: 'other' }],
+    [
+      'another holder, observed 14s ago → wait until 15s after the observation',
+      { record: rec('other'), observedAt: 0 },
+      14_000,
+      { kind: 'wait', retryAt: 15_000, holder: 'other' },
+    ],
     ['another holder, exactly at expiry → still wait', { record: rec('other'), observedAt: 0 }, 15_000, { kind: 'wait', retryAt: 15_000, holder: 'other' }],
     ['another holder, unchanged past its duration → acquire', { record: rec('other'), observedAt: 0 }, 15_001, { kind: 'acquire' }],
   ] as const)('%s', (_name, observed, now, want) => {
@@ -56,7 +66,11 @@ describe('lease records', () => {
   });
   it('releases as client-go does: empty holder, 1s, times now, transitions unchanged', () => {
     expect(releasedRecord(rec('me'), 0)).toEqual({
-      holderIdentity: '', leaseDurationSeconds: 1, acquireTime: microTime(0), renewTime: microTime(0), leaseTransitions: 3,
+      holderIdentity: '',
+      leaseDurationSeconds: 1,
+      acquireTime: microTime(0),
+      renewTime: microTime(0),
+      leaseTransitions: 3,
     });
   });
   it('writes MicroTime with microseconds', () => {

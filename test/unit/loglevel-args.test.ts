@@ -155,11 +155,7 @@ describe('rewritePodSpecVerbosity', () => {
     [
       'changes nothing when one container is malformed',
       {
-        containers: [
-          { name: 'csi-driver', image: 'driver', args: ['--v=2'] },
-          { name: 'csi-attacher', image: 'attacher', args: ['--v=abc'] },
-          rbacProxy,
-        ],
+        containers: [{ name: 'csi-driver', image: 'driver', args: ['--v=2'] }, { name: 'csi-attacher', image: 'attacher', args: ['--v=abc'] }, rbacProxy],
       },
       { kind: 'malformed', reasons: ['container "csi-attacher": "--v=abc" at index 0 does not have a non-negative integer value'] },
     ],
@@ -171,7 +167,10 @@ describe('rewritePodSpecVerbosity', () => {
       },
       {
         kind: 'malformed',
-        reasons: ['container "init": "-v" at index 0 has no value after it', 'container "csi-driver": "--v" at index 1 is followed by "x", which is not a non-negative integer'],
+        reasons: [
+          'container "init": "-v" at index 0 has no value after it',
+          'container "csi-driver": "--v" at index 1 is followed by "x", which is not a non-negative integer',
+        ],
       },
     ],
     [

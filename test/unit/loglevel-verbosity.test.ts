@@ -19,8 +19,7 @@ describe('verbosityFor and pinoLevelFor', () => {
 
 describe('isLogLevel', () => {
   it.each(LOG_LEVELS.map((level) => [level]))('accepts %j', (level) => expect(isLogLevel(level)).toBe(true));
-  it.each([['normal'], ['TRACE'], ['Info'], [' Normal'], ['Trace All'], [undefined], [null], [2], [{}], [['Normal']]])(
-    'rejects %j',
-    (value) => expect(isLogLevel(value)).toBe(false),
+  it.each([['normal'], ['TRACE'], ['Info'], [' Normal'], ['Trace All'], [undefined], [null], [2], [{}], [['Normal']]])('rejects %j', (value) =>
+    expect(isLogLevel(value)).toBe(false),
   );
 });

@@ -5,14 +5,26 @@ const ID = '4d24b96deb68750ccddd602a66ff42f7483af6d440005641963062c6f5c24e9b';
 
 describe('parseContainerdEvent (ctr events lines, as containerd 2.4 prints them)', () => {
   it.each([
-    ['a container created', `2026-12-01 07:35:05.392214759 +0000 UTC k8s.io /containers/create {"id":"${ID}","image":"registry.k8s.io/pause:3.10.2"}`,
-      { t: '2026-12-01T07:35:05.392Z', kind: 'created', containerId: ID }],
-    ['its task started', `2026-12-01 07:35:05.521394916 +0000 UTC k8s.io /tasks/start {"container_id":"${ID}","pid":32046}`,
-      { t: '2026-12-01T07:35:05.521Z', kind: 'started', containerId: ID, pid: 32046 }],
-    ['an exit, timed by exited_at', `2026-12-01 07:35:05.176635884 +0000 UTC k8s.io /tasks/exit {"container_id":"${ID}","id":"${ID}","pid":31655,"exit_status":2,"exited_at":{"seconds":1796110505,"nanos":151413867}}`,
-      { t: '2026-12-01T07:35:05.151Z', kind: 'exited', containerId: ID, exitCode: 2, pid: 31655 }],
-    ['an exit with code 0 (left out of the JSON)', `2026-12-01 07:35:05.191759472 +0000 UTC k8s.io /tasks/exit {"container_id":"${ID}","id":"${ID}","pid":31626,"exited_at":{"seconds":1796110505,"nanos":179387224}}`,
-      { t: '2026-12-01T07:35:05.179Z', kind: 'exited', containerId: ID, exitCode: 0, pid: 31626 }],
+    [
+      'a container created',
+      `2026-12-01 07:35:05.392214759 +0000 UTC k8s.io /containers/create {"id":"${ID}","image":"registry.k8s.io/pause:3.10.2"}`,
+      { t: '2026-12-01T07:35:05.392Z', kind: 'created', containerId: ID },
+    ],
+    [
+      'its task started',
+      `2026-12-01 07:35:05.521394916 +0000 UTC k8s.io /tasks/start {"container_id":"${ID}","pid":32046}`,
+      { t: '2026-12-01T07:35:05.521Z', kind: 'started', containerId: ID, pid: 32046 },
+    ],
+    [
+      'an exit, timed by exited_at',
+      `2026-12-01 07:35:05.176635884 +0000 UTC k8s.io /tasks/exit {"container_id":"${ID}","id":"${ID}","pid":31655,"exit_status":2,"exited_at":{"seconds":1796110505,"nanos":151413867}}`,
+      { t: '2026-12-01T07:35:05.151Z', kind: 'exited', containerId: ID, exitCode: 2, pid: 31655 },
+    ],
+    [
+      'an exit with code 0 (left out of the JSON)',
+      `2026-12-01 07:35:05.191759472 +0000 UTC k8s.io /tasks/exit {"container_id":"${ID}","id":"${ID}","pid":31626,"exited_at":{"seconds":1796110505,"nanos":179387224}}`,
+      { t: '2026-12-01T07:35:05.179Z', kind: 'exited', containerId: ID, exitCode: 0, pid: 31626 },
+    ],
   ])('%s', (_what, line, want) => {
     expect(parseContainerdEvent(line)).toEqual(want);
   });
@@ -28,11 +40,18 @@ describe('parseContainerdEvent (ctr events lines, as containerd 2.4 prints them)
 });
 
 describe('parseKubeletStop (the kubelet log line before it stops a container)', () => {
-  const line = 'I1201 07:34:08.146612   17887 kuberuntime_container.go:909] "Killing container with a grace period" pod="operator-test/controller-6fddbb6c98-z7jfm" podUID="24ad5d18" containerName="driver" containerID="containerd://4e40" gracePeriod=5';
+  const line =
+    'I1201 07:34:08.146612   17887 kuberuntime_container.go:909] "Killing container with a grace period" pod="operator-test/controller-6fddbb6c98-z7jfm" podUID="24ad5d18" containerName="driver" containerID="containerd://4e40" gracePeriod=5';
 
   it('reads pod, container and the time, in the year of now', () => {
     const got = parseKubeletStop(line, new Date(2026, 11, 1, 8, 0, 0));
-    expect(got).toEqual({ t: new Date(2026, 11, 1, 7, 34, 8, 146).toISOString(), namespace: 'operator-test', pod: 'controller-6fddbb6c98-z7jfm', uid: '24ad5d18', container: 'driver' });
+    expect(got).toEqual({
+      t: new Date(2026, 11, 1, 7, 34, 8, 146).toISOString(),
+      namespace: 'operator-test',
+      pod: 'controller-6fddbb6c98-z7jfm',
+      uid: '24ad5d18',
+      container: 'driver',
+    });
   });
 
   it('a December line read in January is from last year', () => {

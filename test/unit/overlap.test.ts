@@ -23,8 +23,10 @@ describe('OverlapModel', () => {
     const m = new OverlapModel();
     for (const ms of [800, 950, 1200, 900, 1000]) m.death(W, 'n1', 'old-0', ms);
     for (const ms of [2100, 1300, 3400]) m.start(W, 'new-0', ms);
-    m.death(W, 'n1', 'old-1', 700); m.death(W, 'n1', 'old-2', 750);
-    m.start(W, 'new-1', 1900); m.start(W, 'new-2', 2000);
+    m.death(W, 'n1', 'old-1', 700);
+    m.death(W, 'n1', 'old-2', 750);
+    m.start(W, 'new-1', 1900);
+    m.start(W, 'new-2', 2000);
     expect(m.predict(W, 'n1')).toEqual({ deathMs: 1200, startMs: 1300 });
   });
 
@@ -62,7 +64,12 @@ describe('lessonOf (what one handover teaches)', () => {
     ['the lift seen a hair before the release event: still after it', h, { at: 10_950, early: false }, { death: 1000, start: 1550 }],
     ['a pod let go well before the release without the model (a timeout, a surge): no start', h, { at: 9_000, early: false }, { death: 1000 }],
     ['an early pod that acquired at its first attempt: did not lose', h, { at: 10_100, early: true }, { death: 1000, lost: false }],
-    ['an early pod that acquired after a retry period: lost', { ...h, acquiredAt: 10_100 + LOST_AFTER_MS + 1 }, { at: 10_100, early: true }, { death: 1000, lost: true }],
+    [
+      'an early pod that acquired after a retry period: lost',
+      { ...h, acquiredAt: 10_100 + LOST_AFTER_MS + 1 },
+      { at: 10_100, early: true },
+      { death: 1000, lost: true },
+    ],
     ['a pod never gated (a candidate that was up already): only the death', h, undefined, { death: 1000 }],
     ['released by the holder itself or by expiry: nothing', { ...h, releasedBy: 'holder' }, { at: 11_050, early: false }, {}],
     ['no stop seen: no death', { ...h, stopAt: undefined }, { at: 11_050, early: false }, { death: undefined, start: 1450 }],

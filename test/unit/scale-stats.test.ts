@@ -8,8 +8,14 @@ describe('planLeases', () => {
   it('gives every namespace its driver’s four sidecar leases, split between the two driver pods', () => {
     const p = plan(2, 8);
     expect(p.map((l) => `${l.namespace} ${l.name} ${l.holder.kind === 'driver' ? l.holder.replica : l.holder.kind}`)).toEqual([
-      '0 d0-csi-example-com 0', '0 external-attacher-leader-d0-csi-example-com 1', '0 external-resizer-d0-csi-example-com 0', '0 external-snapshotter-leader-d0-csi-example-com 1',
-      '1 d1-csi-example-com 0', '1 external-attacher-leader-d1-csi-example-com 1', '1 external-resizer-d1-csi-example-com 0', '1 external-snapshotter-leader-d1-csi-example-com 1',
+      '0 d0-csi-example-com 0',
+      '0 external-attacher-leader-d0-csi-example-com 1',
+      '0 external-resizer-d0-csi-example-com 0',
+      '0 external-snapshotter-leader-d0-csi-example-com 1',
+      '1 d1-csi-example-com 0',
+      '1 external-attacher-leader-d1-csi-example-com 1',
+      '1 external-resizer-d1-csi-example-com 0',
+      '1 external-snapshotter-leader-d1-csi-example-com 1',
     ]);
   });
 
@@ -44,7 +50,12 @@ describe('statistics', () => {
     const line = [0, 1, 2, 3, 4, 5].map((t) => ({ t, v: 10 + 2 * t }));
     expect(slope(line)).toBeCloseTo(2);
     expect(slope([{ t: 1, v: 1 }])).toBeUndefined();
-    expect(slope([{ t: 1, v: 1 }, { t: 1, v: 2 }])).toBeUndefined();
+    expect(
+      slope([
+        { t: 1, v: 1 },
+        { t: 1, v: 2 },
+      ]),
+    ).toBeUndefined();
     expect(slope([0, 1, 2, 3].map((t) => ({ t, v: t % 2 }))) ?? NaN).toBeCloseTo(0.2);
     expect(thirds(line)).toEqual({ first: { mean: 11, min: 10 }, last: { mean: 19, min: 18 } });
     expect(thirds(line.slice(0, 2))).toBeUndefined();

@@ -4,12 +4,30 @@ import { type FreedBy, formatSoak, type SoakRollout, soakSummary } from '../../h
 import type { Violation } from '../../hack/lib/invariants.js';
 
 const T0 = Date.parse('2026-12-02T10:00:00Z');
-const rollout = (index: number, fault: string, from: number, to: number): SoakRollout => ({ index, fault, startedAt: T0 + from * 1000, endedAt: T0 + to * 1000 });
-const handover = (at: number, gapMs: number | undefined, freedBy: FreedBy): Handover & { freedBy: FreedBy } => ({ lease: 'l', oldHolder: 'a', newHolder: 'b', acquiredAt: T0 + at * 1000, gapMs, freedBy });
+const rollout = (index: number, fault: string, from: number, to: number): SoakRollout => ({
+  index,
+  fault,
+  startedAt: T0 + from * 1000,
+  endedAt: T0 + to * 1000,
+});
+const handover = (at: number, gapMs: number | undefined, freedBy: FreedBy): Handover & { freedBy: FreedBy } => ({
+  lease: 'l',
+  oldHolder: 'a',
+  newHolder: 'b',
+  acquiredAt: T0 + at * 1000,
+  gapMs,
+  freedBy,
+});
 
 describe('soakSummary', () => {
   const rollouts = [rollout(1, 'none', 0, 10), rollout(2, 'force-delete', 11, 40), rollout(3, 'none', 41, 50)];
-  const handovers = [handover(5, 500, 'operator'), handover(30, 16_000, 'expiry'), handover(35, 17_000, 'expiry'), handover(45, 700, 'operator'), handover(49, undefined, 'holder')];
+  const handovers = [
+    handover(5, 500, 'operator'),
+    handover(30, 16_000, 'expiry'),
+    handover(35, 17_000, 'expiry'),
+    handover(45, 700, 'operator'),
+    handover(49, undefined, 'holder'),
+  ];
 
   it('counts rollouts by fault, handovers by who freed the lease, and expiry fallbacks by the fault of their rollout', () => {
     const s = soakSummary(rollouts, handovers, []);

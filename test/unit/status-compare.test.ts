@@ -8,7 +8,17 @@ const asServed = (v: unknown): unknown => JSON.parse(canonicalJson(v));
 describe('canonicalJson', () => {
   it('reads our status.handover and the one the API server serves back as the same', () => {
     const T = Date.parse('2026-12-01T10:00:00Z');
-    const report = withHandover(undefined, { namespace: 'csi', lease: 'attacher', oldHolder: 'a', newHolder: 'b', stopAt: T, releasedAt: T + 50, releasedBy: 'operator', acquiredAt: T + 90, gapMs: 90 });
+    const report = withHandover(undefined, {
+      namespace: 'csi',
+      lease: 'attacher',
+      oldHolder: 'a',
+      newHolder: 'b',
+      stopAt: T,
+      releasedAt: T + 50,
+      releasedBy: 'operator',
+      acquiredAt: T + 90,
+      gapMs: 90,
+    });
     const ours = handoverStatus(report);
     expect(JSON.stringify(asServed(ours))).not.toBe(JSON.stringify(ours)); // the order does differ
     expect(canonicalJson(asServed(ours))).toBe(canonicalJson(ours));

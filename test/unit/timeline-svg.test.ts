@@ -11,7 +11,14 @@ const rollout = (over: Partial<TimelineInput> = {}): TimelineInput => ({
   from: T0,
   to: T0 + 60_000,
   leases: [
-    { label: 'external-attacher', segments: [{ holder: OLD, from: T0, to: T0 + 20_000 }, { holder: NEW, from: T0 + 20_700, to: T0 + 60_000 }], gaps: [{ from: T0 + 20_000, to: T0 + 20_700 }] },
+    {
+      label: 'external-attacher',
+      segments: [
+        { holder: OLD, from: T0, to: T0 + 20_000 },
+        { holder: NEW, from: T0 + 20_700, to: T0 + 60_000 },
+      ],
+      gaps: [{ from: T0 + 20_000, to: T0 + 20_700 }],
+    },
     { label: 'external-provisioner', segments: [{ holder: OLD, from: T0, to: T0 + 10_000 }], gaps: [{ from: T0 + 10_000, to: T0 + 60_000 }] },
   ],
   stops: [{ pod: OLD, at: T0 + 19_500 }],
@@ -86,7 +93,9 @@ describe('renderTimeline', () => {
   });
 
   it('escapes text for XML', () => {
-    const svg = renderTimeline(rollout({ title: 'a <b> & "c"', leases: [{ label: "x<y>&z'", segments: [{ holder: '<pod>&', from: T0, to: T0 + 1_000 }], gaps: [] }] }));
+    const svg = renderTimeline(
+      rollout({ title: 'a <b> & "c"', leases: [{ label: "x<y>&z'", segments: [{ holder: '<pod>&', from: T0, to: T0 + 1_000 }], gaps: [] }] }),
+    );
     expect(svg).toContain('>a &lt;b&gt; &amp; &quot;c&quot;</text>');
     expect(svg).toContain('>x&lt;y&gt;&amp;z&apos;</text>');
     expect(svg).not.toContain('<b>');

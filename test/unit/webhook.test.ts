@@ -4,10 +4,23 @@ import { describe, expect, it } from 'vitest';
 import { namespaceSelectorFor } from '../../src/controller/webhook.js';
 import { AdmissionReview, allowed, podOf } from '../../src/webhook/admission.js';
 import { carryOut } from '../../src/webhook/issue.js';
-import { CA_CERT, CA_PROPAGATION_MS, CA_ROTATED_AT, type CertPolicy, type CertState, planCerts, readCertSecret, servingTrusted, serviceDnsNames, TLS_CERT, TLS_KEY } from '../../src/webhook/certs.js';
+import {
+  CA_CERT,
+  CA_PROPAGATION_MS,
+  CA_ROTATED_AT,
+  type CertPolicy,
+  type CertState,
+  planCerts,
+  readCertSecret,
+  servingTrusted,
+  serviceDnsNames,
+  TLS_CERT,
+  TLS_KEY,
+} from '../../src/webhook/certs.js';
 
 const review = (object: unknown, extra: Record<string, unknown> = {}) => ({
-  apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview',
+  apiVersion: 'admission.k8s.io/v1',
+  kind: 'AdmissionReview',
   request: { uid: 'u-1', kind: { group: '', version: 'v1', kind: 'Pod' }, operation: 'CREATE', namespace: 'csi', object, ...extra },
 });
 
@@ -36,7 +49,9 @@ describe('AdmissionReview', () => {
 
 describe('namespaceSelectorFor', () => {
   it('names the managed namespaces once each, sorted; with none it matches no namespace at all', () => {
-    expect(namespaceSelectorFor(['b', 'a', 'b', ''])).toEqual({ matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['a', 'b'] }] });
+    expect(namespaceSelectorFor(['b', 'a', 'b', ''])).toEqual({
+      matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'In', values: ['a', 'b'] }],
+    });
     expect(namespaceSelectorFor([])).toEqual({ matchExpressions: [{ key: 'kubernetes.io/metadata.name', operator: 'DoesNotExist' }] });
   });
 });

@@ -38,9 +38,20 @@ export class ClusterCSIDriverController implements Part {
       ...d,
       getDriver: (name) => d.drivers.get(name),
       workloadsOf: (driver) => this.workloadsOf(driver),
-      unmanagedOf: (driver) => d.statefulSets.list().filter((o) => o.metadata?.labels?.[DRIVER_LABEL] === driver).map((o) => `StatefulSet ${keyOf(o)}`).sort(),
+      unmanagedOf: (driver) =>
+        d.statefulSets
+          .list()
+          .filter((o) => o.metadata?.labels?.[DRIVER_LABEL] === driver)
+          .map((o) => `StatefulSet ${keyOf(o)}`)
+          .sort(),
     };
-    this.queue = controllerQueue({ controller: 'clustercsidriver', metrics: d.metrics, log: d.log, id: (name: string) => name, reconcile: (name) => reconcileDriver(name, ctx) });
+    this.queue = controllerQueue({
+      controller: 'clustercsidriver',
+      metrics: d.metrics,
+      log: d.log,
+      id: (name: string) => name,
+      reconcile: (name) => reconcileDriver(name, ctx),
+    });
     this.statusChanges = new Batcher<undefined>(STATUS_BATCH, (driver) => this.enqueue(driver), d.now);
     const onDriver = (o: Labelled, old?: Labelled) => {
       const name = o.metadata?.name ?? '';
@@ -50,10 +61,13 @@ export class ClusterCSIDriverController implements Part {
       if (old && old.metadata?.generation === o.metadata?.generation) this.statusChanged(name);
       else this.enqueue(name);
     };
-    d.drivers.on('add', onDriver).on('update', onDriver).on('delete', (o) => {
-      d.operatorLogLevel.set(o.metadata?.name ?? '', undefined);
-      this.enqueue(o.metadata?.name);
-    });
+    d.drivers
+      .on('add', onDriver)
+      .on('update', onDriver)
+      .on('delete', (o) => {
+        d.operatorLogLevel.set(o.metadata?.name ?? '', undefined);
+        this.enqueue(o.metadata?.name);
+      });
     const owner = (o: Labelled) => this.statusChanged(o.metadata?.labels?.[DRIVER_LABEL]);
     for (const inf of [d.deployments, d.daemonSets, d.statefulSets] as InformerView<Labelled>[]) inf.on('add', owner).on('update', owner).on('delete', owner);
   }
@@ -81,8 +95,14 @@ export class ClusterCSIDriverController implements Part {
   private workloadsOf(driver: string): Workload[] {
     const mine = (o: Labelled) => o.metadata?.labels?.[DRIVER_LABEL] === driver;
     return [
-      ...this.d.deployments.list().filter(mine).map((obj): Workload => ({ kind: 'Deployment', obj })),
-      ...this.d.daemonSets.list().filter(mine).map((obj): Workload => ({ kind: 'DaemonSet', obj })),
+      ...this.d.deployments
+        .list()
+        .filter(mine)
+        .map((obj): Workload => ({ kind: 'Deployment', obj })),
+      ...this.d.daemonSets
+        .list()
+        .filter(mine)
+        .map((obj): Workload => ({ kind: 'DaemonSet', obj })),
     ].sort((a, b) => keyOf(a.obj).localeCompare(keyOf(b.obj)));
   }
 }

@@ -85,8 +85,10 @@ export function writeNeedsOf(cr: ClusterCSIDriver, mode: Mode, workloads: readon
  */
 export function workloadNote(w: Workload): string | undefined {
   const spec = w.obj.spec?.template.spec ?? { containers: [] };
-  if (planVerbosity(spec, 0).every((p) => p.result.kind === 'absent')) return `${workloadRef(w)} has no klog verbosity flag (--v/-v) in any container: its level is left as it is`;
-  if (w.kind === 'Deployment' && w.obj.spec?.selector?.matchExpressions?.length) return `${workloadRef(w)} selects its pods with matchExpressions: its rollouts are not coordinated (lease handover needs a matchLabels selector)`;
+  if (planVerbosity(spec, 0).every((p) => p.result.kind === 'absent'))
+    return `${workloadRef(w)} has no klog verbosity flag (--v/-v) in any container: its level is left as it is`;
+  if (w.kind === 'Deployment' && w.obj.spec?.selector?.matchExpressions?.length)
+    return `${workloadRef(w)} selects its pods with matchExpressions: its rollouts are not coordinated (lease handover needs a matchLabels selector)`;
   return undefined;
 }
 
@@ -94,10 +96,12 @@ export function workloadNote(w: Workload): string | undefined {
  * The new verbosity. A handover gate an older csi-handover put into the template (new pods are gated at admission
  * now, only while a handover is pending) leaves with this write: it rolls the pods anyway.
  */
-const setVerbosity = (target: number) => (spec: V1PodSpec): V1PodSpec => {
-  const plan = rewritePodSpecVerbosity(spec, target);
-  return plan.kind === 'changed' ? withHandoverGate(plan.spec, false) : spec;
-};
+const setVerbosity =
+  (target: number) =>
+  (spec: V1PodSpec): V1PodSpec => {
+    const plan = rewritePodSpecVerbosity(spec, target);
+    return plan.kind === 'changed' ? withHandoverGate(plan.spec, false) : spec;
+  };
 
 export function planDriver(i: DriverInput): DriverPlan {
   const validation = validateSpec(i.cr.spec);
@@ -133,7 +137,10 @@ export function planDriver(i: DriverInput): DriverPlan {
   const mayWrite = writesTemplates(i.cr, i.mode);
   plan.reportsWorkloads = true;
   observation.noWriteAccess = i.noWriteAccess;
-  const denied = (w: Workload) => i.noWriteAccess.some((d) => d.namespace === w.obj.metadata?.namespace && d.denied.includes(describeNeed(w.kind === 'Deployment' ? DEPLOYMENT_UPDATE : DAEMONSET_UPDATE)));
+  const denied = (w: Workload) =>
+    i.noWriteAccess.some(
+      (d) => d.namespace === w.obj.metadata?.namespace && d.denied.includes(describeNeed(w.kind === 'Deployment' ? DEPLOYMENT_UPDATE : DAEMONSET_UPDATE)),
+    );
   const target = observation.targetVerbosity;
   for (const w of i.workloads) {
     const n = workloadNote(w);

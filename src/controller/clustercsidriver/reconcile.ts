@@ -51,8 +51,15 @@ export async function reconcileDriver(name: string, ctx: DriverContext): Promise
   const log = ctx.log.child({ driver: name });
   const workloads = ctx.workloadsOf(name);
   const noWriteAccess = await deniedWrites(writeNeedsOf(cr, ctx.mode, workloads), ctx.access);
-  if (noWriteAccess.length) log.warn({ denied: noWriteAccess }, 'no write access in the driver\'s namespaces: bind ClusterRole csi-handover-driver there');
-  const plan = planDriver({ cr, mode: ctx.mode, namespacesDescription: ctx.namespacesDescription, workloads, unmanaged: ctx.unmanagedOf?.(name) ?? [], noWriteAccess });
+  if (noWriteAccess.length) log.warn({ denied: noWriteAccess }, "no write access in the driver's namespaces: bind ClusterRole csi-handover-driver there");
+  const plan = planDriver({
+    cr,
+    mode: ctx.mode,
+    namespacesDescription: ctx.namespacesDescription,
+    workloads,
+    unmanaged: ctx.unmanagedOf?.(name) ?? [],
+    noWriteAccess,
+  });
   const o = plan.observation;
   if (o.invalidSpec) log.warn({ field: o.invalidSpec.field }, 'invalid spec: no workload changed');
   for (const u of o.unparsable) log.warn({ workload: u.workload, reasons: u.reasons }, 'workload args cannot be parsed: not rewritten');
@@ -112,19 +119,34 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
   const standalone = ctx.mode === 'standalone';
   const observedGeneration = cr.metadata.generation ?? 0;
   const generationsUpToDate = generations.every((g) =>
-    current.generations?.some((c) => c.group === g.group && c.resource === g.resource && c.namespace === g.namespace && c.name === g.name && c.lastGeneration === g.lastGeneration));
-  if (conditionsUpToDate(conditions, current.conditions) && handoverUpToDate && (!standalone || (current.observedGeneration === observedGeneration && generationsUpToDate))) return;
+    current.generations?.some(
+      (c) => c.group === g.group && c.resource === g.resource && c.namespace === g.namespace && c.name === g.name && c.lastGeneration === g.lastGeneration,
+    ),
+  );
+  if (
+    conditionsUpToDate(conditions, current.conditions) &&
+    handoverUpToDate &&
+    (!standalone || (current.observedGeneration === observedGeneration && generationsUpToDate))
+  )
+    return;
   const status: Record<string, unknown> = { conditions };
   if (handover) status.handover = handover;
   if (standalone) {
     status.observedGeneration = observedGeneration;
     if (generations.length) status.generations = generations;
   }
-  await ctx.http.apply(`${objectPath(cr.metadata.name)}/status`, { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, metadata: { name: cr.metadata.name }, status }, FIELD_MANAGER);
+  await ctx.http.apply(
+    `${objectPath(cr.metadata.name)}/status`,
+    { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, metadata: { name: cr.metadata.name }, status },
+    FIELD_MANAGER,
+  );
   ctx.metrics.statusWrites.inc();
-  ctx.log.debug({
-    driver: cr.metadata.name,
-    conditions: conditions.filter((c) => !conditionsUpToDate([c], current.conditions)).map((c) => c.type),
-    handover: !handoverUpToDate,
-  }, 'status applied');
+  ctx.log.debug(
+    {
+      driver: cr.metadata.name,
+      conditions: conditions.filter((c) => !conditionsUpToDate([c], current.conditions)).map((c) => c.type),
+      handover: !handoverUpToDate,
+    },
+    'status applied',
+  );
 }

@@ -33,7 +33,11 @@ export class HandoverAdmission {
     // A gate this operator could not lift (no RoleBinding to csi-handover-driver there) would strand the pod: fail open.
     const ns = pod.metadata?.namespace ?? '';
     if (plan.gate && this.d.access && (await this.d.access.denied(ns, [POD_PATCH])).length) {
-      return { gate: false, reason: 'no-write-access', message: `csi-handover may not patch pods in namespace ${ns}: not gated, as it could not lift the gate` };
+      return {
+        gate: false,
+        reason: 'no-write-access',
+        message: `csi-handover may not patch pods in namespace ${ns}: not gated, as it could not lift the gate`,
+      };
     }
     return plan;
   }

@@ -33,16 +33,33 @@ export class HandoverController implements Part {
     this.reporting = new HandoverReporting({ ...d, world });
     this.early = new EarlyStarts({ ...d, enabled: d.earlyStart, stopSeenAt: (uid) => this.reporting.stopSeenAt(uid) });
     this.admission = new HandoverAdmission({ ...d, world, early: this.early });
-    this.queue = controllerQueue({ controller: 'handover', metrics: d.metrics, log: d.log, id: keyId, concurrency: 4, backoff: { baseMs: 100, maxMs: 10_000 }, reconcile: (k) => this.reconcile(k) });
+    this.queue = controllerQueue({
+      controller: 'handover',
+      metrics: d.metrics,
+      log: d.log,
+      id: keyId,
+      concurrency: 4,
+      backoff: { baseMs: 100, maxMs: 10_000 },
+      reconcile: (k) => this.reconcile(k),
+    });
     for (const l of d.leases.list()) world.leaseSeen(l);
     for (const n of d.nodes.list()) world.nodeSeen(n);
-    d.pods.on('add', (p) => this.podSeen(p)).on('update', (p) => this.podSeen(p)).on('delete', (p) => this.podGone(p));
-    d.leases.on('add', (l) => this.leaseSeen(l)).on('update', (l, old) => this.leaseSeen(l, old)).on('delete', (l) => this.leaseGone(l));
+    d.pods
+      .on('add', (p) => this.podSeen(p))
+      .on('update', (p) => this.podSeen(p))
+      .on('delete', (p) => this.podGone(p));
+    d.leases
+      .on('add', (l) => this.leaseSeen(l))
+      .on('update', (l, old) => this.leaseSeen(l, old))
+      .on('delete', (l) => this.leaseGone(l));
     // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.
     const nodeSeen = (n: V1Node) => {
       if (world.nodeSeen(n)) for (const o of world.podsOnNode(n.metadata?.name)) this.route(o.pod);
     };
-    d.nodes.on('add', nodeSeen).on('update', nodeSeen).on('delete', (n) => world.nodeGone(n));
+    d.nodes
+      .on('add', nodeSeen)
+      .on('update', nodeSeen)
+      .on('delete', (n) => world.nodeGone(n));
   }
 
   /** Only the leader acts; every replica observes, so a new leader starts with warm state. */
@@ -151,4 +168,3 @@ export class HandoverController implements Part {
     if (action) await this.writes.carryOut(action, this.d.log.child({ pod: id }));
   }
 }
-

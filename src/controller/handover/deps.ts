@@ -33,4 +33,8 @@ export interface HandoverDeps {
 /** A lease to release, a workload whose pods to order and gate, a pod behind a gate no workload owns. */
 export type HandoverKey = { kind: 'lease' | 'workload' | 'orphan-gate'; namespace: string; name: string };
 export const keyId = (k: HandoverKey): string => `${k.kind}/${k.namespace}/${k.name}`;
-export const keyIn = (kind: HandoverKey['kind'], o: { metadata?: { namespace?: string; name?: string } }): HandoverKey => ({ kind, namespace: o.metadata?.namespace ?? '', name: o.metadata?.name ?? '' });
+export const keyIn = (kind: HandoverKey['kind'], o: { metadata?: { namespace?: string; name?: string } }): HandoverKey => ({
+  kind,
+  namespace: o.metadata?.namespace ?? '',
+  name: o.metadata?.name ?? '',
+});

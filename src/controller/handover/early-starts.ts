@@ -19,15 +19,17 @@ export class EarlyStarts {
   /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
   private readonly letGo = new Map<string, LetGo>();
 
-  constructor(private readonly d: {
-    /** Let new pods go before the release where the model predicts it safe (otherwise it only learns). */
-    enabled: boolean;
-    log: Logger;
-    metrics: Metrics;
-    /** When a pod's deletion was first seen (src/controller/handover/reporting.ts). */
-    stopSeenAt: (uid: string) => number | undefined;
-    now: Clock;
-  }) {}
+  constructor(
+    private readonly d: {
+      /** Let new pods go before the release where the model predicts it safe (otherwise it only learns). */
+      enabled: boolean;
+      log: Logger;
+      metrics: Metrics;
+      /** When a pod's deletion was first seen (src/controller/handover/reporting.ts). */
+      stopSeenAt: (uid: string) => number | undefined;
+      now: Clock;
+    },
+  ) {}
 
   /** Let go: our gate gone since the last sight, or a first sight of a pod admitted ungated mid-handover. */
   podSeen(pod: V1Pod, previous: ObservedPod | undefined): void {
@@ -63,7 +65,10 @@ export class EarlyStarts {
     if (lesson.lost) {
       this.overlap.lost(workload);
       this.d.metrics.overlapLost.inc();
-      this.d.log.warn({ workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - (this.letGo.get(h.newPod ?? '')?.at ?? NaN) }, 'a pod started before the release lost the race for its lease: new pods of this workload wait for the release again until relearned');
+      this.d.log.warn(
+        { workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - (this.letGo.get(h.newPod ?? '')?.at ?? NaN) },
+        'a pod started before the release lost the race for its lease: new pods of this workload wait for the release again until relearned',
+      );
     }
   }
 }

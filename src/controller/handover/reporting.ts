@@ -29,16 +29,18 @@ export class HandoverReporting {
   private readonly telling = new Set<Promise<void>>();
   private active = false;
 
-  constructor(private readonly d: {
-    log: Logger;
-    metrics: Metrics;
-    events: EventRecorder;
-    reports: HandoverReports;
-    /** A driver's handover report changed: its status needs an apply. */
-    onReportChanged: (driver: string) => void;
-    world: ObservedWorld;
-    now: Clock;
-  }) {
+  constructor(
+    private readonly d: {
+      log: Logger;
+      metrics: Metrics;
+      events: EventRecorder;
+      reports: HandoverReports;
+      /** A driver's handover report changed: its status needs an apply. */
+      onReportChanged: (driver: string) => void;
+      world: ObservedWorld;
+      now: Clock;
+    },
+  ) {
     this.told = new Batcher<HandoverRecord>(EVENT_BATCH, (driver, told) => this.tell(driver, told), d.now);
   }
 
@@ -98,7 +100,10 @@ export class HandoverReporting {
     const driver = handoverOwner(s, h);
     if (!driver) return; // not a lease of a managed workload
     if (this.d.reports.add(driver, h)) this.d.onReportChanged(driver);
-    this.d.log.info({ lease: `${h.namespace}/${h.lease}`, oldHolder: h.oldHolder, newHolder: h.newHolder, gapMs: h.gapMs, releasedBy: h.releasedBy, driver }, 'lease handed over');
+    this.d.log.info(
+      { lease: `${h.namespace}/${h.lease}`, oldHolder: h.oldHolder, newHolder: h.newHolder, gapMs: h.gapMs, releasedBy: h.releasedBy, driver },
+      'lease handed over',
+    );
     // A new leader adds what the old one did not report; only the leader counts and tells.
     if (!this.active) return;
     if (h.gapMs !== undefined) this.d.metrics.handoverGap.observe({ namespace: h.namespace, lease: h.lease, released_by: h.releasedBy }, h.gapMs / 1000);
@@ -108,7 +113,12 @@ export class HandoverReporting {
 
   /** One Event on the driver's CR for the handovers it saw together, naming each lease's old and new holder. */
   private tell(driver: string, told: HandoverRecord[]): void {
-    const sent = this.d.events.emit({ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver }, 'Normal', 'LeaseHandedOver', handoversMessage(told));
+    const sent = this.d.events.emit(
+      { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: driver },
+      'Normal',
+      'LeaseHandedOver',
+      handoversMessage(told),
+    );
     this.telling.add(sent);
     void sent.finally(() => this.telling.delete(sent));
   }

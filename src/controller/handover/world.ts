@@ -29,12 +29,15 @@ export class ObservedWorld {
   /** `fresh`: pods re-read from the API just now (by uid), over what was observed. */
   snapshot(fresh?: ReadonlyMap<string, ObservedPod>): HandoverSnapshot {
     const podsIn = (ns: string): ObservedPod[] => this.pods.inNamespace(ns);
-    return new HandoverSnapshot({
-      deployments: this.deployments,
-      podsIn: fresh ? (ns) => podsIn(ns).map((o) => fresh.get(o.pod.metadata?.uid ?? '') ?? o) : podsIn,
-      leasesIn: (ns) => this.leaseHolders.inNamespace(ns).flatMap((name) => this.leases.get(`${ns}/${name}`) ?? []),
-      nodes: this.nodes,
-    }, this.now());
+    return new HandoverSnapshot(
+      {
+        deployments: this.deployments,
+        podsIn: fresh ? (ns) => podsIn(ns).map((o) => fresh.get(o.pod.metadata?.uid ?? '') ?? o) : podsIn,
+        leasesIn: (ns) => this.leaseHolders.inNamespace(ns).flatMap((name) => this.leases.get(`${ns}/${name}`) ?? []),
+        nodes: this.nodes,
+      },
+      this.now(),
+    );
   }
 
   pod(uid: string): ObservedPod | undefined {

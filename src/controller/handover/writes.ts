@@ -29,16 +29,18 @@ export class HandoverWrites {
   /** Versions of leases and pods our writes replaced, while the cache still has them. */
   private readonly writtenOver: WrittenOver;
 
-  constructor(private readonly d: {
-    http: KubeHttp;
-    metrics: Metrics;
-    events: EventRecorder;
-    /** Told of a refused write, so the next check asks again (undefined: not asked). */
-    access?: WriteAccess;
-    /** The pod as the cache holds it now. */
-    cachedPod: (key: string) => V1Pod | undefined;
-    now: Clock;
-  }) {
+  constructor(
+    private readonly d: {
+      http: KubeHttp;
+      metrics: Metrics;
+      events: EventRecorder;
+      /** Told of a refused write, so the next check asks again (undefined: not asked). */
+      access?: WriteAccess;
+      /** The pod as the cache holds it now. */
+      cachedPod: (key: string) => V1Pod | undefined;
+      now: Clock;
+    },
+  ) {
     this.writtenOver = new WrittenOver(WRITTEN_OVER_TRUST_MS, d.now);
   }
 
@@ -60,7 +62,11 @@ export class HandoverWrites {
     if (!lease.spec || this.writtenOver.has(written, rv, 'release')) return { released: false };
     const spec = releaseRecord(lease.spec, this.d.now());
     // Marked, so every replica (and the next leader) can tell our release from the holder's own.
-    const metadata = { ...lease.metadata, managedFields: undefined, annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) } };
+    const metadata = {
+      ...lease.metadata,
+      managedFields: undefined,
+      annotations: { ...lease.metadata?.annotations, [RELEASED_BY_OPERATOR]: String(spec.renewTime) },
+    };
     const path = `/apis/coordination.k8s.io/v1/namespaces/${lease.metadata?.namespace}/leases/${lease.metadata?.name}`;
     try {
       await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
@@ -93,7 +99,12 @@ export class HandoverWrites {
 
   /** Whether the pod was patched (false: already done, gone or changed meanwhile, or not allowed). */
   async carryOut(a: PodAction, log: Logger): Promise<boolean> {
-    const what = a.kind === 'set-deletion-cost' ? 'set pod-deletion-cost' : a.kind === 'hold' ? 'holding the new pod back until the handover' : `lifted the handover gate (${a.reason})`;
+    const what =
+      a.kind === 'set-deletion-cost'
+        ? 'set pod-deletion-cost'
+        : a.kind === 'hold'
+          ? 'holding the new pod back until the handover'
+          : `lifted the handover gate (${a.reason})`;
     // Decided again on the version this very patch was written over (another event came before its echo): done.
     const written = podWritten(a.pod);
     const patch = JSON.stringify(a.patch);
@@ -117,7 +128,12 @@ export class HandoverWrites {
     if (a.kind !== 'lift') return true;
     this.d.metrics.gatesLifted.inc({ reason: a.reason });
     if (a.warning) {
-      await this.d.events.emit({ apiVersion: 'v1', kind: 'Pod', name: m?.name ?? '', namespace: m?.namespace, uid: m?.uid }, 'Warning', a.warning.reason, a.warning.message);
+      await this.d.events.emit(
+        { apiVersion: 'v1', kind: 'Pod', name: m?.name ?? '', namespace: m?.namespace, uid: m?.uid },
+        'Warning',
+        a.warning.reason,
+        a.warning.message,
+      );
     }
     return true;
   }
