@@ -16,6 +16,8 @@ import { HandoverReporting } from './reporting.js';
 import { ObservedWorld } from './world.js';
 import { HandoverWrites } from './writes.js';
 
+const QUEUE = { controller: 'handover', id: keyId, concurrency: 4, backoff: { baseMs: 100, maxMs: 10_000 } } as const;
+
 export class HandoverController implements Part {
   readonly name = 'handover';
   readonly needsLeadership = true;
@@ -28,37 +30,17 @@ export class HandoverController implements Part {
   private active = false;
 
   constructor(private readonly d: HandoverDeps) {
-    const world = (this.world = new ObservedWorld(d.leases, d.deployments, d.now));
+    const world = (this.world = new ObservedWorld(d));
     this.writes = new HandoverWrites({ ...d, cachedPod: (key) => d.pods.get(key) });
     this.reporting = new HandoverReporting({ ...d, world });
     this.early = new EarlyStarts({ ...d, enabled: d.earlyStart, stopSeenAt: (uid) => this.reporting.stopSeenAt(uid) });
     this.admission = new HandoverAdmission({ ...d, world, early: this.early });
-    this.queue = controllerQueue({
-      controller: 'handover',
-      metrics: d.metrics,
-      log: d.log,
-      id: keyId,
-      concurrency: 4,
-      backoff: { baseMs: 100, maxMs: 10_000 },
-      reconcile: (k) => this.reconcile(k),
-    });
-    for (const l of d.leases.list()) world.leaseSeen(l);
-    for (const n of d.nodes.list()) world.nodeSeen(n);
-    d.pods
-      .on('add', (p) => this.podSeen(p))
-      .on('update', (p) => this.podSeen(p))
-      .on('delete', (p) => this.podGone(p));
-    d.leases
-      .on('add', (l) => this.leaseSeen(l))
-      .on('update', (l, old) => this.leaseSeen(l, old))
-      .on('delete', (l) => this.leaseGone(l));
-    // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.
-    const nodeSeen = (n: V1Node) => {
-      if (world.nodeSeen(n)) for (const o of world.podsOnNode(n.metadata?.name)) this.route(o.pod);
-    };
+    this.queue = controllerQueue({ ...QUEUE, metrics: d.metrics, log: d.log, reconcile: (k) => this.reconcile(k) });
+    d.pods.on('add', this.podSeen).on('update', this.podSeen).on('delete', this.podGone);
+    d.leases.on('add', this.leaseSeen).on('update', this.leaseSeen).on('delete', this.leaseGone);
     d.nodes
-      .on('add', nodeSeen)
-      .on('update', nodeSeen)
+      .on('add', this.nodeSeen)
+      .on('update', this.nodeSeen)
       .on('delete', (n) => world.nodeGone(n));
   }
 
@@ -83,25 +65,30 @@ export class HandoverController implements Part {
     return this.writes.carryOutAll(planOperatorLeaving(this.d.pods.list(), why), this.d.log);
   }
 
+  // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.
+  private readonly nodeSeen = (n: V1Node): void => {
+    if (this.world.nodeSeen(n)) for (const o of this.world.podsOnNode(n.metadata?.name)) this.route(o.pod);
+  };
+
   private enqueue(key: HandoverKey): void {
     if (this.active) this.queue.add(key);
   }
 
-  private podSeen(pod: V1Pod): void {
+  private readonly podSeen = (pod: V1Pod): void => {
     const { previous, observed } = this.world.podSeen(pod);
     this.early.podSeen(pod, previous);
     this.writes.seen({ pod });
     if (pod.metadata?.deletionTimestamp) this.reporting.podStopping(pod, observed);
     this.route(pod);
-  }
+  };
 
-  private podGone(pod: V1Pod): void {
+  private readonly podGone = (pod: V1Pod): void => {
     const cutoff = this.world.podGone(pod);
     this.writes.seen({ pod });
     this.route(pod);
     this.reporting.prune(cutoff);
     this.early.prune(cutoff);
-  }
+  };
 
   /** A pod changed: the leases it may hold (`<identity>` or `<identity>_<suffix>`, where its workload elects) and its workload. */
   private route(pod: V1Pod): void {
@@ -117,7 +104,7 @@ export class HandoverController implements Part {
     else if (hasHandoverGate(pod) && !pod.metadata?.deletionTimestamp) this.enqueue(keyIn('orphan-gate', pod));
   }
 
-  private leaseSeen(lease: V1Lease, old?: V1Lease): void {
+  private readonly leaseSeen = (lease: V1Lease, old?: V1Lease): void => {
     this.world.leaseSeen(lease);
     this.writes.seen({ lease });
     const s = this.world.snapshot();
@@ -133,13 +120,13 @@ export class HandoverController implements Part {
       const dep = r.kind === 'pod' ? s.workloadOf(r.pod.pod) : undefined;
       if (dep) this.enqueue(keyIn('workload', dep));
     }
-  }
+  };
 
-  private leaseGone(lease: V1Lease): void {
+  private readonly leaseGone = (lease: V1Lease): void => {
     this.world.leaseGone(lease);
     this.writes.seen({ lease });
     this.reporting.leaseGone(lease);
-  }
+  };
 
   private async reconcile(key: HandoverKey): Promise<ReconcileResult> {
     const s = this.world.snapshot();

@@ -20,23 +20,23 @@ export class ObservedWorld {
   private readonly leaseHolders = new LeaseHolderIndex();
   private readonly nodes = new Map<string, V1Node>();
 
-  constructor(
-    private readonly leases: InformerView<V1Lease>,
-    private readonly deployments: () => V1Deployment[],
-    private readonly now: Clock,
-  ) {}
+  /** Seeded with the caches' leases and nodes; pods come with their events. */
+  constructor(private readonly d: { leases: InformerView<V1Lease>; nodes: InformerView<V1Node>; deployments: () => V1Deployment[]; now: Clock }) {
+    for (const l of d.leases.list()) this.leaseSeen(l);
+    for (const n of d.nodes.list()) this.nodeSeen(n);
+  }
 
   /** `fresh`: pods re-read from the API just now (by uid), over what was observed. */
   snapshot(fresh?: ReadonlyMap<string, ObservedPod>): HandoverSnapshot {
     const podsIn = (ns: string): ObservedPod[] => this.pods.inNamespace(ns);
     return new HandoverSnapshot(
       {
-        deployments: this.deployments,
+        deployments: this.d.deployments,
         podsIn: fresh ? (ns) => podsIn(ns).map((o) => fresh.get(o.pod.metadata?.uid ?? '') ?? o) : podsIn,
-        leasesIn: (ns) => this.leaseHolders.inNamespace(ns).flatMap((name) => this.leases.get(`${ns}/${name}`) ?? []),
+        leasesIn: (ns) => this.leaseHolders.inNamespace(ns).flatMap((name) => this.d.leases.get(`${ns}/${name}`) ?? []),
         nodes: this.nodes,
       },
-      this.now(),
+      this.d.now(),
     );
   }
 
@@ -56,8 +56,8 @@ export class ObservedWorld {
   /** The pod object is gone: kept as a tombstone for TOMBSTONE_TTL_MS. Returns the cutoff older tombstones were dropped at. */
   podGone(pod: V1Pod): number {
     const uid = uidOf(pod);
-    this.pods.set(uid, observePodGone(this.pods.get(uid), pod, this.now()));
-    const cutoff = this.now() - TOMBSTONE_TTL_MS;
+    this.pods.set(uid, observePodGone(this.pods.get(uid), pod, this.d.now()));
+    const cutoff = this.d.now() - TOMBSTONE_TTL_MS;
     this.pods.dropGoneBefore(cutoff);
     return cutoff;
   }
