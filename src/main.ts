@@ -49,7 +49,7 @@ server.listen(cfg.httpPort, cfg.bindAddress, () =>
 /**
  * A shutdown that cannot stop its work in this time exits without releasing the lease: the standby takes it when
  * it expires, as after a crash. Waiting longer would keep the lease renewed by a replica that does no work, until
- * the kubelet's SIGKILL (a 30 s grace period: seen once, 30 s with no leader acting).
+ * the kubelet's SIGKILL: up to a whole grace period (30 s by default) with no leader acting.
  */
 const SHUTDOWN_TIMEOUT_MS = 5_000;
 
