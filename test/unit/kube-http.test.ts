@@ -1,6 +1,23 @@
 import { createServer, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
+import { KubeApiError, refusalOf } from '../../src/kube/errors.js';
 import { KubeHttp, LineSplitter, resourceOf } from '../../src/kube/http.js';
+
+describe('refusalOf (one answer to every refused write)', () => {
+  it.each([
+    [404, 'gone'],
+    [409, 'changed'],
+    [422, 'changed'],
+    [403, 'forbidden'],
+    [500, undefined],
+    [429, undefined],
+  ])('%i → %s', (status, refusal) => {
+    expect(refusalOf(new KubeApiError(status, 'Reason', 'PUT', '/x', 'm'))).toBe(refusal);
+  });
+  it('no answer at all (a timeout, a reset) is worth a retry', () => {
+    expect(refusalOf(new Error('socket hang up'))).toBeUndefined();
+  });
+});
 
 describe('resourceOf', () => {
   it.each([

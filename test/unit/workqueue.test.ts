@@ -394,4 +394,29 @@ describe('WorkQueue', () => {
       process.off('unhandledRejection', record);
     }
   });
+
+  it('typed keys: two keys with the same id are one key; the depth is told as it changes', async () => {
+    type Key = { kind: string; name: string };
+    const seen: Key[] = [];
+    const depths: number[] = [];
+    const q = new WorkQueue<Key>({
+      name: 'typed',
+      timers: new FakeClock(),
+      concurrency: 1,
+      id: (k) => `${k.kind}/${k.name}`,
+      onDepth: (d) => depths.push(d),
+      reconcile: async (k) => void seen.push(k),
+    });
+    q.add({ kind: 'lease', name: 'a' });
+    q.add({ kind: 'lease', name: 'a' });
+    q.add({ kind: 'workload', name: 'a' });
+    expect(q.len()).toBe(2);
+    q.start();
+    await q.drain();
+    expect(seen).toEqual([
+      { kind: 'lease', name: 'a' },
+      { kind: 'workload', name: 'a' },
+    ]);
+    expect(depths).toEqual([1, 2, 1, 0]);
+  });
 });
