@@ -37,6 +37,8 @@ export interface HandoverRecord {
 export interface LeaseObservation {
   holder: string;
   holderPod?: string;
+  /** the pod the current term's holder identity names, when the term's own pod was not known */
+  termPod?: string;
   acquireTime?: string;
   /** an empty holder carrying our release mark (api/names RELEASED_BY_OPERATOR) for this very record */
   releasedByOperator?: boolean;
@@ -75,6 +77,7 @@ export class HandoverTracker {
       if (o.holder !== '') this.terms.set(key, { holder: o.holder, pod: o.holderPod });
       return undefined;
     }
+    t.pod ??= o.termPod;
     if (o.holder === '') {
       // An empty holder without our mark is the holder's own release (the upstream ReleaseLeaderElectionOnExit gate).
       if (t.releasedAt === undefined) {

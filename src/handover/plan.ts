@@ -235,9 +235,13 @@ export function observeLease(s: HandoverSnapshot, lease: V1Lease, term: { holder
   const stillRuns = term?.holder === holder && term.pod !== undefined && s.mayRun(term.pod);
   const renewing = stillRuns ? term.pod : holder ? s.renewingPod({ namespace, identity: holder }) : undefined;
   const mark = parseKubeTime(lease.metadata?.annotations?.[RELEASED_BY_OPERATOR]);
+  // A term first seen before its pod was (the lease informer synced first) learns its pod now, if the identity
+  // names exactly one: without it the handover that ends the term has no stop, and so no gap.
+  const named = term && term.pod === undefined && term.holder ? s.resolve({ namespace, identity: term.holder }) : undefined;
   return {
     holder,
     holderPod: renewing?.pod.metadata?.uid,
+    termPod: named?.kind === 'pod' ? named.pod.pod.metadata?.uid : undefined,
     acquireTime: lease.spec?.acquireTime ? String(lease.spec.acquireTime) : undefined,
     releasedByOperator: holder === '' && mark !== undefined && mark === parseKubeTime(lease.spec?.renewTime),
   };

@@ -44,6 +44,14 @@ describe('HandoverTracker', () => {
     expect(t.observe(L, held('b', 'uid-b'), 40)?.gapMs).toBe(30);
   });
 
+  it('a term whose pod was never learned from a renewal takes it from the handover’s observation (its stop, its gap)', () => {
+    const t = new HandoverTracker();
+    t.observe(L, held('a'), 0); // first seen before the pod informer had the pod
+    t.podStopping('uid-a', 10);
+    expect(t.observe(L, { holder: '', releasedByOperator: true, termPod: 'uid-a' }, 20)).toBeUndefined();
+    expect(t.observe(L, held('b', 'uid-b'), 40)).toMatchObject({ oldPod: 'uid-a', stopAt: 10, releasedBy: 'operator', gapMs: 30 });
+  });
+
   it('attributes an empty holder it did not write to the holder itself', () => {
     const t = new HandoverTracker();
     t.observe(L, held('old', 'u'), 0);

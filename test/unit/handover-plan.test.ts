@@ -549,7 +549,9 @@ describe('observeLease (measuring a term)', () => {
   const a = observed('ctrl-a');
   const hnOld = observed('ctrl-old', { hostNetwork: true, gone: true, state: 'terminated' });
   const hnNew = observed('ctrl-new', { hostNetwork: true });
-  it.each<[string, ObservedPod[], V1Lease, { holder: string; pod?: ObservedPod } | undefined, { holderPod?: string; releasedByOperator: boolean }]>([
+  it.each<
+    [string, ObservedPod[], V1Lease, { holder: string; pod?: ObservedPod } | undefined, { holderPod?: string; termPod?: string; releasedByOperator?: boolean }]
+  >([
     [
       'a renewal of a term whose pod runs: that pod',
       [a],
@@ -580,6 +582,20 @@ describe('observeLease (measuring a term)', () => {
       { holderPod: undefined, releasedByOperator: false },
     ],
     ['no mark: the holder released it', [a], released(), { holder: 'ctrl-a', pod: a }, { holderPod: undefined, releasedByOperator: false }],
+    [
+      'a term whose pod is not known yet: the pod its holder names, even deleted',
+      [observed('ctrl-a', { gone: true, state: 'terminated' })],
+      released('2026-01-02T03:04:10.5Z'),
+      { holder: 'ctrl-a' },
+      { termPod: 'uid-ctrl-a', releasedByOperator: true },
+    ],
+    [
+      'a term whose pod is not known, its holder naming two hostNetwork pods: none',
+      [hnOld, hnNew],
+      lease('n1'),
+      { holder: 'n1' },
+      { termPod: undefined, holderPod: 'uid-ctrl-new' },
+    ],
   ])('%s', (_n, pods, l, term, want) => {
     const s = snapshotOf({ deployments: [dep], pods, leases: [l], nodes }, NOW);
     expect(observeLease(s, l, term)).toMatchObject(want);
