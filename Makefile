@@ -6,12 +6,13 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster lint format demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image soak typecheck build clean
+.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster test-reliability lint format demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image soak typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
 	@echo "make test            everything CI runs (unit + real-cluster tests)"
 	@echo "make test-unit       tests that need no cluster (seconds)"
+	@echo "make test-reliability  the fault matrix and a short soak on the real cluster (not in make test)"
 	@echo "make lint            ESLint (typescript-eslint, type-checked) and Prettier's check; make format rewrites"
 	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
 	@echo "make image           the operator image (as the Dockerfile lays it out), imported into the local nodes"
@@ -56,10 +57,14 @@ test-unit: deps
 test-cluster: deps bins
 	npx vitest run --project cluster
 
+# The fault matrix and a short soak on the real cluster (about 12 minutes): not in make test.
+test-reliability: deps bins
+	npx vitest run --project reliability
+
 # The last line is the plain "N passed, N failed" summary that CI reads.
 test: deps bins typecheck lint
 	@mkdir -p .local
-	npx vitest run --reporter=default --reporter=json --outputFile.json=.local/test-results.json; \
+	npx vitest run --project unit --project tools --project cluster --reporter=default --reporter=json --outputFile.json=.local/test-results.json; \
 	  status=$$?; node hack/test-summary.mjs .local/test-results.json; exit $$status
 
 cluster-up: deps

@@ -1,5 +1,7 @@
 import { defineConfig } from 'vitest/config';
 
+const RELIABILITY = ['test/cluster/faults.test.ts', 'test/cluster/soak.test.ts'];
+
 export default defineConfig({
   test: {
     projects: [
@@ -10,7 +12,20 @@ export default defineConfig({
         test: {
           name: 'cluster',
           include: ['test/cluster/**/*.test.ts'],
+          exclude: RELIABILITY,
           // One real cluster serves every cluster test file, one file at a time.
+          globalSetup: ['test/cluster/global-setup.ts'],
+          fileParallelism: false,
+          testTimeout: 300_000,
+          hookTimeout: 300_000,
+        },
+      },
+      {
+        // The fault matrix and a short soak (make test-reliability): a quarter of an hour of faults on the real
+        // cluster, kept out of make test so CI stays within its budget.
+        test: {
+          name: 'reliability',
+          include: RELIABILITY,
           globalSetup: ['test/cluster/global-setup.ts'],
           fileParallelism: false,
           testTimeout: 300_000,

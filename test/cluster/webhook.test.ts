@@ -226,13 +226,24 @@ describe('pod admission webhook', () => {
         },
         spec: { containers: [{ name: 'c', image: 'csi-handover.local/shell:v1' }] },
       };
+      // Admissions go on until a CA rotation and two serving rotations have been written, and 10 s more (every
+      // replica reloads the pair from the Secret's watch), or for 170 s at most.
+      const rotatedEnough = async () => {
+        const r = await rotations();
+        return r.ca - before.ca >= 1 && r.serving - before.serving >= 2;
+      };
       let sent = 0;
-      const until = Date.now() + 170_000;
+      let until = Date.now() + 170_000;
+      let lookedAt = Date.now();
       while (Date.now() < until) {
         // Dry run: admitted through the webhook (sideEffects: None), stored nowhere.
         await http.request('POST', `/api/v1/namespaces/${NS}/pods`, { query: { dryRun: 'All' }, body: pod });
         sent++;
         await new Promise((r) => setTimeout(r, 200));
+        if (Date.now() - lookedAt >= 5_000) {
+          lookedAt = Date.now();
+          if (until - lookedAt > 10_000 && (await rotatedEnough())) until = lookedAt + 10_000;
+        }
       }
       const after = { ...(await rotations()), failOpen: await failOpen(), answered: await answered() };
       console.log(
