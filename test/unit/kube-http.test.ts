@@ -7,7 +7,7 @@ describe('refusalOf (one answer to every refused write)', () => {
   it.each([
     [404, 'gone'],
     [409, 'changed'],
-    [422, 'changed'],
+    [422, 'invalid'],
     [403, 'forbidden'],
     [500, undefined],
     [429, undefined],

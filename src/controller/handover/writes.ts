@@ -1,7 +1,8 @@
 // The handover engine's writes: lease releases and pod patches (deletion cost, held-back state, gate lifts),
-// each made on the version a plan was decided on, with one answer to every refusal (src/kube/http.ts
-// refusalOf): gone or changed meanwhile, the next event decides again; forbidden, not retried (the lease
-// expires as it would without csi-handover, and the ClusterCSIDriver says which RoleBinding is missing).
+// each made on the version a plan was decided on, with one answer to every refusal (src/kube/errors.ts
+// refusalOf): gone or changed meanwhile (for a pod patch, a failed test op: 422), the next event decides again;
+// forbidden, not retried (the lease expires as it would without csi-handover, and the ClusterCSIDriver says which
+// RoleBinding is missing); anything else is retried with backoff.
 import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { RELEASED_BY_OPERATOR } from '../../api/names.js';
@@ -72,7 +73,7 @@ export class HandoverWrites {
       await this.d.http.request('PUT', path, { body: { ...lease, metadata, spec } });
     } catch (err) {
       const refusal = refusalOf(err);
-      if (refusal === undefined) throw err;
+      if (refusal === undefined || refusal === 'invalid') throw err;
       if (refusal === 'gone') return { released: false };
       this.writtenOver.note(written, rv, 'release');
       if (refusal === 'forbidden') {
