@@ -49,9 +49,13 @@ export class Operator {
     const reports = new HandoverReports((driver) => reportFromStatus((caches.drivers.get(driver) as { status?: unknown } | undefined)?.status));
     // Whether it may write in a driver's namespace (ClusterRole csi-handover-driver is bound there per namespace).
     const access = new WriteAccess(http, log.child({ component: 'access' }), systemClock);
+    const { drivers: driverCache, deployments, daemonSets, statefulSets, leases, pods, nodes } = caches;
     const drivers = new ClusterCSIDriverController({
       ...common,
-      ...caches,
+      drivers: driverCache,
+      deployments,
+      daemonSets,
+      statefulSets,
       log,
       mode: cfg.mode,
       access,
@@ -61,10 +65,12 @@ export class Operator {
     });
     this.handover = new HandoverController({
       ...common,
-      ...caches,
+      leases,
+      pods,
+      nodes,
       log: log.child({ controller: 'handover' }),
       events: new EventRecorder(http, log, cfg.identity),
-      deployments: () => caches.deployments.list(),
+      deployments: () => deployments.list(),
       gateTimeoutMs: cfg.gateTimeout,
       earlyStart: cfg.earlyStart,
       reports,
