@@ -50,6 +50,7 @@ export class ClusterCSIDriverController implements Part {
       metrics: d.metrics,
       log: d.log,
       id: (name: string) => name,
+      logFields: (driver) => ({ driver }),
       reconcile: (name) => reconcileDriver(name, ctx),
     });
     this.statusChanges = new Batcher<undefined>(STATUS_BATCH, (driver) => this.enqueue(driver), d.now);
