@@ -177,6 +177,9 @@ beforeAll(async () => {
   operatorLog.start(500);
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
+  // snapshot-controller is managed from the start: unmanaged, the 1-replica overlay's scale-down could take its
+  // leader and leave its lease to expire (137 s and more) under the test that measures it.
+  await kubectl('-n', NS, 'label', '--overwrite', 'deployment/snapshot-controller', `csi-handover.io/driver=${SAMPLE_DRIVER}`);
   await deploySample('openshift');
   await setSampleCrLevel(http, 'Normal');
   await settled();
@@ -239,8 +242,7 @@ describe('other rollouts of managed Deployments', () => {
 
   it('snapshot-controller’s own Deployment, once labelled, is managed and handed over fast too', async () => {
     const lease = 'snapshot-controller-leader';
-    await kubectl('-n', NS, 'label', '--overwrite', 'deployment/snapshot-controller', `csi-handover.io/driver=${SAMPLE_DRIVER}`);
-    // Labelled, it is managed: the operator brings it to the CR's level (Trace, --v=6) first. Settle on that.
+    // Labelled (beforeAll), it is managed: the operator brings it to the CR's level (Trace, --v=6). Settle on that.
     const atLevel = (v: number) => async () => {
       const pods = await waitRolloutComplete(http, NS, 'snapshot-controller', 120_000);
       return pods.every((p) => p.spec?.containers[0]?.args?.includes(`--v=${v}`)) ? pods : undefined;
