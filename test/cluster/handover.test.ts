@@ -177,10 +177,11 @@ beforeAll(async () => {
   operatorLog.start(500);
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
-  // snapshot-controller is managed from the start: unmanaged, the 1-replica overlay's scale-down could take its
-  // leader and leave its lease to expire (137 s and more) under the test that measures it.
-  await kubectl('-n', NS, 'label', '--overwrite', 'deployment/snapshot-controller', `csi-handover.io/driver=${SAMPLE_DRIVER}`);
   await deploySample('openshift');
+  // snapshot-controller is managed from the start: unmanaged, the 1-replica overlay's scale-down could take its
+  // leader and leave its lease to expire (137 s and more) under the test that measures it. Labelled after the
+  // apply, which creates it on a fresh cluster (and keeps a label it does not set).
+  await kubectl('-n', NS, 'label', '--overwrite', 'deployment/snapshot-controller', `csi-handover.io/driver=${SAMPLE_DRIVER}`);
   await setSampleCrLevel(http, 'Normal');
   await settled();
 });
