@@ -6,6 +6,7 @@
 import type { V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_STATE } from '../api/names.js';
 import { DELETION_COST } from './deletion-cost.js';
+import { CONTAINERS_EXITED } from './witness-evidence.js';
 
 /** The annotations decisions read (the gate's state, the deletion cost); every other one is dropped. */
 const KEPT_ANNOTATIONS = [HANDOVER_STATE, DELETION_COST];
@@ -32,6 +33,7 @@ export function podForCache(pod: V1Pod): V1Pod {
   const m = pod.metadata;
   const spec = pod.spec;
   const status = pod.status;
+  const witnessed = status?.conditions?.filter((c) => c.type === CONTAINERS_EXITED);
   let annotations: Record<string, string> | undefined;
   for (const k of KEPT_ANNOTATIONS) {
     const v = m?.annotations?.[k];
@@ -66,6 +68,8 @@ export function podForCache(pod: V1Pod): V1Pod {
       containerStatuses: status.containerStatuses?.map(containerStatus),
       initContainerStatuses: status.initContainerStatuses?.map(containerStatus),
       ephemeralContainerStatuses: status.ephemeralContainerStatuses?.map(containerStatus),
+      // Of the conditions, only the node witness's evidence decides anything.
+      ...(witnessed ? { conditions: witnessed } : {}),
     },
   };
 }

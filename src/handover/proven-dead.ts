@@ -1,12 +1,18 @@
 // Proven dead: may we treat a lease holder's pod as no longer running anything that could act on the lease?
-// Only on positive evidence from the kubelet or a finished graceful deletion. Everything else (force
-// deletions, silent nodes, containers that may restart) is "not proven", and the lease expires as it always did.
+// Only on positive evidence from the kubelet, a finished graceful deletion, or the witness of the pod's own node
+// (the kernel's view of its container cgroups, src/witness). Everything else (force deletions, silent nodes,
+// containers that may restart) is "not proven", and the lease expires as it always did.
 import type { V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { parseKubeTime } from './kube-time.js';
 import { gracefulDeletionSeconds, type ObservedPod, podRef } from './observed-pod.js';
+import { witnessEvidence } from './witness-evidence.js';
 
 export type DeathVerdict =
-  | { dead: true; evidence: 'deleted-after-containers-terminated' | 'containers-terminated' | 'pod-phase-terminal'; message: string }
+  | {
+      dead: true;
+      evidence: 'deleted-after-containers-terminated' | 'containers-terminated' | 'pod-phase-terminal' | 'witness-saw-containers-exit';
+      message: string;
+    }
   | { dead: false; reason: 'containers-running' | 'force-deleted' | 'node-not-ready' | 'status-unknown' | 'not-terminating'; message: string };
 
 type NotDeadReason = Extract<DeathVerdict, { dead: false }>['reason'];
@@ -76,6 +82,18 @@ function notDead(reason: NotDeadReason, message: string): DeathVerdict {
   return { dead: false, reason, message };
 }
 
+/** Death as the witness of the pod's own node saw it, if it did; the caller has checked the deletion is graceful. */
+function byWitness(pod: V1Pod): DeathVerdict | undefined {
+  const w = witnessEvidence(pod);
+  // Evidence naming another node is not this pod's: the admission policy refuses such a write, so it is a fault.
+  if (!w || w.node !== pod.spec?.nodeName) return undefined;
+  return {
+    dead: true,
+    evidence: 'witness-saw-containers-exit',
+    message: `${podRef(pod)} is being deleted and the witness on ${w.node} saw every container exit by ${new Date(w.exitedBy).toISOString()}`,
+  };
+}
+
 export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): DeathVerdict {
   const { pod } = p;
   const ref = podRef(pod);
@@ -92,6 +110,8 @@ export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): 
     if (!deleting) return notDead('force-deleted', `${ref} was deleted without a graceful deletion ever observed`);
     if (!graceful)
       return notDead('force-deleted', `${ref} was deleted with grace period 0 and no graceful deletion observed before: its processes may still run`);
+    const witnessed = byWitness(pod);
+    if (witnessed) return witnessed;
     switch (activity.kind) {
       case 'running':
       case 'waiting':
@@ -110,6 +130,11 @@ export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): 
   // A silent kubelet may have stopped reporting while its containers run on.
   const nodeProblem = nodeNotReady(pod, nodes);
   if (nodeProblem) return notDead('node-not-ready', `${ref}: ${nodeProblem}, so its containers may still run`);
+  // The witness reports before the kubelet does (which stops the sandbox first): trusted in a graceful deletion only.
+  if (deleting && graceful) {
+    const witnessed = byWitness(pod);
+    if (witnessed) return witnessed;
+  }
   switch (activity.kind) {
     case 'running':
       return notDead('containers-running', `${ref}: container ${activity.container} is running`);

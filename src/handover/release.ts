@@ -7,6 +7,7 @@ import { resolveHolder } from './holder.js';
 import { parseKubeTime } from './kube-time.js';
 import { type ObservedPod, podRef } from './observed-pod.js';
 import { containersFinishedAt, provenDead } from './proven-dead.js';
+import { witnessEvidence } from './witness-evidence.js';
 
 export type ReleaseDecision =
   | { action: 'release'; holder: string; pod: string; evidence: string; message: string }
@@ -73,6 +74,16 @@ export function decideRelease(lease: V1Lease, pods: readonly ObservedPod[], node
       reason: 'holder-alive',
       holder,
       message: `lease ${name} held by '${holder}' was renewed at ${microTime(renewedAt)}, after ${podRef(pod)} had finished at ${microTime(finishedAt)}: another process uses that identity`,
+    };
+  }
+  // The witness's instant is exact and on the same node clock: nothing it saw could renew at or after it.
+  const witnessed = witnessEvidence(pod);
+  if (witnessed !== undefined && renewedAt >= witnessed.exitedBy) {
+    return {
+      action: 'none',
+      reason: 'holder-alive',
+      holder,
+      message: `lease ${name} held by '${holder}' was renewed at ${microTime(renewedAt)}, not before the witness saw every container of ${podRef(pod)} exit (${microTime(witnessed.exitedBy)}): a process the witness did not see renewed it`,
     };
   }
   return { action: 'release', holder, pod: podRef(pod), evidence: verdict.evidence, message: `lease ${name} held by '${holder}': ${verdict.message}` };

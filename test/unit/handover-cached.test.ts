@@ -4,6 +4,7 @@ import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { HANDOVER_STATE } from '../../src/api/names.js';
 import { nodeForCache, podForCache, readinessChanged } from '../../src/handover/cached.js';
+import { witnessCondition, witnessEvidence } from '../../src/handover/witness-evidence.js';
 import { DELETION_COST, deletionCostPatch } from '../../src/handover/deletion-cost.js';
 import { hasHandoverGate, liftGatePatch, liftGateWhenNoHandoverPending } from '../../src/handover/gate.js';
 import { podHostname, podIdentity, resolveHolder } from '../../src/handover/holder.js';
@@ -117,6 +118,12 @@ const node = (ready: string, heartbeat = T): V1Node => ({
   },
 });
 
+/** The pod with the node witness's evidence beside the kubelet's conditions. */
+function witnessed(p: V1Pod): V1Pod {
+  p.status?.conditions?.push(witnessCondition({ exitedBy: Date.parse(T) + 200, node: 'node-1' }, 'test', Date.parse(T) + 250));
+  return p;
+}
+
 const cases: [string, V1Pod][] = [
   ['running', pod()],
   ['running, gated, with our state and a cost', pod({ gated: true, state: 'waiting for x', cost: '100' })],
@@ -124,6 +131,7 @@ const cases: [string, V1Pod][] = [
   ['own hostname', pod({ hostname: 'my-host' })],
   ['native sidecar running', pod({ sidecar: true })],
   ['deleting, containers running', pod({ deleting: true })],
+  ['deleting, containers running, the witness saw them exit', witnessed(pod({ deleting: true }))],
   [
     'deleting, all terminated',
     pod({ deleting: true, statuses: ['csi-attacher', 'csi-provisioner', 'hostpath'].map((c) => terminated(c, '2026-12-01T10:00:03Z')) }),
@@ -146,6 +154,7 @@ describe('podForCache', () => {
     both((p) => deletionCostPatch(p, 0));
     both((p) => deletionCostPatch(p, 2));
     both((p) => containersFinishedAt(p));
+    both((p) => witnessEvidence(p));
     both((p) => liftGateWhenNoHandoverPending(p, [], false, Date.parse(T) + 5000, 60_000));
     both((p) => liftGateWhenNoHandoverPending(p, ['csi/x'], true, Date.parse(T) + 5000, 60_000));
     for (const observe of [(p: V1Pod) => observePod(undefined, p), (p: V1Pod) => observePodGone(undefined, p, Date.parse(T))]) {

@@ -2,6 +2,7 @@ import type { V1ContainerState, V1ContainerStatus, V1Node, V1Pod } from '@kubern
 import { describe, expect, it } from 'vitest';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
 import { containersFinishedAt, type DeathVerdict, provenDead } from '../../src/handover/proven-dead.js';
+import { witnessCondition } from '../../src/handover/witness-evidence.js';
 
 const T0 = Date.parse('2026-01-02T03:04:05Z');
 
@@ -30,6 +31,8 @@ interface Shape {
   node?: string | null;
   gone?: boolean;
   gracefulDeletionSeconds?: number;
+  /** The node witness's evidence: the node it names (the pod's own, 'ready', unless said otherwise). */
+  witness?: string;
 }
 
 function observed(s: Shape): ObservedPod {
@@ -54,6 +57,7 @@ function observed(s: Shape): ObservedPod {
       containerStatuses: statusesOf(containers),
       initContainerStatuses: statusesOf({ ...s.init, ...s.sidecars }),
       ephemeralContainerStatuses: statusesOf(s.ephemeral ?? {}),
+      ...(s.witness !== undefined ? { conditions: [witnessCondition({ exitedBy: T0 + 250, node: s.witness }, 'test', T0 + 300)] } : {}),
     },
   };
   return {
@@ -136,6 +140,22 @@ describe('provenDead', () => {
       'dead containers-terminated',
     ],
     ['an ephemeral debug container running', { deletionGrace: 30, containers: allTerminated, ephemeral: { debugger: 'running' } }, 'alive containers-running'],
+    // The node witness: trusted in a graceful deletion on a Ready node, for its own node's pods only.
+    [
+      'witness: every container exited, the kubelet still says running',
+      { deletionGrace: 30, containers: oneRunning, witness: 'ready' },
+      'dead witness-saw-containers-exit',
+    ],
+    [
+      'witness: gone after a graceful deletion it witnessed',
+      { gone: true, deletionGrace: 30, containers: oneRunning, witness: 'ready' },
+      'dead witness-saw-containers-exit',
+    ],
+    ['witness: evidence naming another node', { deletionGrace: 30, containers: oneRunning, witness: 'other' }, 'alive containers-running'],
+    ['witness: the pod is not being deleted', { containers: oneRunning, witness: 'ready' }, 'alive containers-running'],
+    ['witness: force deletion (grace 0)', { deletionGrace: 0, containers: oneRunning, witness: 'ready' }, 'alive containers-running'],
+    ['witness: gone by a force deletion', { gone: true, deletionGrace: 0, containers: oneRunning, witness: 'ready' }, 'alive force-deleted'],
+    ['witness: node NotReady', { node: 'notready', deletionGrace: 30, containers: oneRunning, witness: 'notready' }, 'alive node-not-ready'],
   ])('%s', (_case, shape, want) => {
     expect(verdict(provenDead(observed(shape), nodes))).toBe(want);
   });

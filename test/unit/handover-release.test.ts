@@ -2,6 +2,7 @@ import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
 import { decideRelease, type ReleaseDecision, releaseRecord } from '../../src/handover/release.js';
+import { witnessCondition } from '../../src/handover/witness-evidence.js';
 
 const NOW = Date.parse('2026-01-02T03:04:20Z');
 const FINISHED = '2026-01-02T03:04:05Z'; // when the old leader's containers finished, on its node's clock
@@ -47,6 +48,12 @@ const deadOld: ObservedPod = { pod: pod('ctrl-old', 'u-old', 'terminated', true)
 const aliveOld: ObservedPod = { pod: pod('ctrl-old', 'u-old', 'running', false), gone: false };
 const recreatedOld: ObservedPod = { pod: pod('ctrl-old', 'u-recreated', 'running', false), gone: false };
 const fresh: ObservedPod = { pod: pod('ctrl-new', 'u-new', 'running', false), gone: false };
+/** Being deleted, the kubelet still reports it running, and the witness of its node saw every container exit at `exitedBy`. */
+const witnessed = (exitedBy: string): ObservedPod => {
+  const p = pod('ctrl-old', 'u-old', 'running', true);
+  p.status = { ...p.status, conditions: [witnessCondition({ exitedBy: Date.parse(exitedBy), node: 'n1' }, 'test', NOW)] };
+  return { pod: p, gone: false };
+};
 const nodes = new Map<string, V1Node>([['n1', { metadata: { name: 'n1' }, status: { conditions: [{ type: 'Ready', status: 'True' }] } }]]);
 
 const summary = (d: ReleaseDecision): string => (d.action === 'release' ? `release ${d.pod} ${d.evidence}` : `none ${d.reason}`);
@@ -83,6 +90,24 @@ describe('decideRelease', () => {
       'renewed after the holder’s containers finished: a re-created pod our cache has not seen',
       held({ renewTime: '2026-01-02T03:04:07Z' }),
       [deadOld],
+      'none holder-alive',
+    ],
+    [
+      'witnessed: every container exited after its last renewal',
+      held(),
+      [witnessed('2026-01-02T03:04:03.500Z'), fresh],
+      'release csi/ctrl-old witness-saw-containers-exit',
+    ],
+    [
+      'witnessed, but renewed at the very instant the witness listed its cgroups: not covered',
+      held({ renewTime: '2026-01-02T03:04:03.500000Z' }),
+      [witnessed('2026-01-02T03:04:03.500Z'), fresh],
+      'none holder-alive',
+    ],
+    [
+      'witnessed, but renewed after: a container the witness did not see (started after its listing)',
+      held({ renewTime: '2026-01-02T03:04:03.600000Z' }),
+      [witnessed('2026-01-02T03:04:03.500Z'), fresh],
       'none holder-alive',
     ],
     ['released by its holder (client-go release record)', held({ holderIdentity: '', leaseDurationSeconds: 1 }), [deadOld], 'none released-by-holder'],
