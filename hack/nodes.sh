@@ -81,7 +81,8 @@ write_configs() { # write_configs <node> <bin dir>
   cat >"$d/containerd/config.toml.new" <<TOML
 version = 4
 root = "$d/containerd/root"
-state = "$d/containerd/state"
+# The standard path, in the node's own /run: a DaemonSet reads the task bundles where it would on any node.
+state = "/run/containerd"
 disabled_plugins = ["io.containerd.nri.v1.nri"]
 # The API socket where the host's ctr reaches it; the shims' ttrpc socket stays in the node's own /run.
 [plugins."io.containerd.server.v1.grpc"]

@@ -1,0 +1,109 @@
+// What the kernel says of a pod's containers: its cgroup's children (one per container, the sandbox's too) and
+// whether any process is left in each. Read from the host's cgroup tree mounted read-only: no runtime socket,
+// no host PID namespace. cgroup v1 needs the pids controller (pids.current counts every task, whatever PID
+// namespace it is in, where cgroup.procs hides those outside the reader's); cgroup v2 has cgroup.events.
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join } from 'node:path';
+
+export interface CgroupLayout {
+  version: 1 | 2;
+  /** The directory holding the kubelet's `kubepods` tree: the hierarchy's mount plus the kubelet's cgroupRoot. */
+  base: string;
+}
+
+export interface ChildCgroup {
+  /** The container (or sandbox) id the runtime named the cgroup after. */
+  id: string;
+  /** Processes left in it; 0 once its last process exited (a removed cgroup had none left either). */
+  tasks: number;
+}
+
+export type PodCgroupReading = { found: true; listedAt: number; dir: string; children: ChildCgroup[] } | { found: false; looked: string[] };
+
+const exists = (path: string): Promise<boolean> =>
+  stat(path).then(
+    () => true,
+    () => false,
+  );
+
+const isMissing = (err: unknown): boolean => (err as NodeJS.ErrnoException | undefined)?.code === 'ENOENT';
+
+/**
+ * Where pods' cgroups are, from the mounted tree and the witness's own cgroup (`/proc/self/cgroup`), which on
+ * cgroup v1 names the kubelet's cgroupRoot before `/kubepods`. A cgroupRoot given explicitly wins: on cgroup v2
+ * with a private cgroup namespace the witness's own path says nothing.
+ */
+export async function detectLayout(fsRoot: string, cgroupRoot: string | undefined, selfCgroup: string): Promise<CgroupLayout> {
+  const v2 = await exists(join(fsRoot, 'cgroup.controllers'));
+  const mount = v2 ? fsRoot : join(fsRoot, 'pids');
+  if (!v2 && !((await exists(join(mount, 'pids.max'))) || (await exists(join(mount, 'cgroup.procs'))))) {
+    throw new Error(`${fsRoot} has neither cgroup v2 (cgroup.controllers) nor the cgroup v1 pids hierarchy (pids/)`);
+  }
+  const root = cgroupRoot ?? kubeletRootFromSelf(selfCgroup, v2);
+  return { version: v2 ? 2 : 1, base: join(mount, root) };
+}
+
+/** The part of the witness's own cgroup path before the kubelet's `kubepods` tree ('' when it starts there). */
+export function kubeletRootFromSelf(selfCgroup: string, v2: boolean): string {
+  for (const line of selfCgroup.split('\n')) {
+    const [, controllers, path] = /^\d+:([^:]*):(.*)$/.exec(line) ?? [];
+    if (path === undefined) continue;
+    if (v2 ? controllers !== '' : !controllers?.split(',').includes('pids')) continue;
+    const at = path.search(/\/kubepods(\.slice)?(\/|$)/);
+    if (at >= 0) return path.slice(0, at);
+  }
+  return '';
+}
+
+/** The pod's cgroup directory candidates, cgroupfs and systemd drivers alike, every QoS class. */
+export function podCgroupCandidates(base: string, uid: string): string[] {
+  const u = uid.replaceAll('-', '_');
+  return [
+    join(base, 'kubepods', `pod${uid}`),
+    join(base, 'kubepods', 'burstable', `pod${uid}`),
+    join(base, 'kubepods', 'besteffort', `pod${uid}`),
+    join(base, 'kubepods.slice', `kubepods-pod${u}.slice`),
+    join(base, 'kubepods.slice', 'kubepods-burstable.slice', `kubepods-burstable-pod${u}.slice`),
+    join(base, 'kubepods.slice', 'kubepods-besteffort.slice', `kubepods-besteffort-pod${u}.slice`),
+  ];
+}
+
+/** A container cgroup's name → the runtime's id: cgroupfs uses the id, systemd a scope (`cri-containerd-<id>.scope`, `crio-<id>.scope`). */
+export function containerIdOf(dirName: string): string {
+  return dirName.replace(/^(cri-containerd|crio|docker)-/, '').replace(/\.scope$/, '');
+}
+
+async function tasksIn(layout: CgroupLayout, dir: string): Promise<number> {
+  try {
+    if (layout.version === 1) return Number.parseInt((await readFile(join(dir, 'pids.current'), 'utf8')).trim(), 10);
+    return /^populated 1$/m.test(await readFile(join(dir, 'cgroup.events'), 'utf8')) ? 1 : 0;
+  } catch (err) {
+    // Removed since it was listed: the runtime removes a container's cgroup once its last process is gone.
+    if (isMissing(err)) return 0;
+    throw err;
+  }
+}
+
+/**
+ * The pod's container cgroups and the processes left in each. `listedAt` is taken before the listing: a container
+ * created after it is not in the reading, and anything it does (a Lease renewal) comes after `listedAt`.
+ */
+export async function readPodCgroup(layout: CgroupLayout, uid: string, now: () => number): Promise<PodCgroupReading> {
+  const looked = podCgroupCandidates(layout.base, uid);
+  for (const dir of looked) {
+    const listedAt = now();
+    let entries;
+    try {
+      entries = await readdir(dir, { withFileTypes: true });
+    } catch (err) {
+      if (isMissing(err)) continue;
+      throw err;
+    }
+    const children = await Promise.all(
+      entries.filter((e) => e.isDirectory()).map(async (e) => ({ id: containerIdOf(e.name), tasks: await tasksIn(layout, join(dir, e.name)) })),
+    );
+    if (children.some((c) => !Number.isInteger(c.tasks) || c.tasks < 0)) throw new Error(`${dir}: a child's task count is not a number`);
+    return { found: true, listedAt, dir, children };
+  }
+  return { found: false, looked };
+}

@@ -1,0 +1,37 @@
+// Is every container of a pod being deleted gone, by the kernel's account? A pure decision over what the witness
+// read; anything it cannot tell for sure proves nothing, and the operator falls back to the kubelet's report.
+import type { V1Pod } from '@kubernetes/client-node';
+import { CONTAINERS_EXITED } from '../handover/witness-evidence.js';
+import type { PodCgroupReading } from './cgroups.js';
+import type { CgroupKind } from './runtime.js';
+
+export type Judgement = { proven: true; exitedBy: number; detail: string } | { proven: false; why: string };
+
+/** The pods the witness watches for: leaders (the operator's deletion cost) in a graceful deletion, not yet witnessed. */
+export function wantsWitness(pod: V1Pod, leaderCost: string): boolean {
+  const m = pod.metadata;
+  if (m?.deletionTimestamp == null || !(typeof m.deletionGracePeriodSeconds === 'number' && m.deletionGracePeriodSeconds > 0)) return false;
+  if (m.annotations?.['controller.kubernetes.io/pod-deletion-cost'] !== leaderCost) return false;
+  return !pod.status?.conditions?.some((c) => c.type === CONTAINERS_EXITED && c.status === 'True');
+}
+
+const short = (id: string): string => id.slice(0, 12);
+
+/** `kinds` classifies the children that still have processes (the others need no classifying). */
+export function judge(reading: PodCgroupReading, kinds: ReadonlyMap<string, CgroupKind | undefined>): Judgement {
+  if (!reading.found) return { proven: false, why: `no cgroup for the pod (looked in ${reading.looked.length} places): gone already, or another layout` };
+  const live = reading.children.filter((c) => c.tasks > 0);
+  const containers = live.filter((c) => kinds.get(c.id) === 'container');
+  if (containers.length > 0) {
+    const c = containers[0];
+    return {
+      proven: false,
+      why: `container ${short(c?.id ?? '')} has ${c?.tasks ?? 0} process(es) left${containers.length > 1 ? ` (and ${containers.length - 1} more)` : ''}`,
+    };
+  }
+  const unknown = live.find((c) => kinds.get(c.id) === undefined);
+  if (unknown) return { proven: false, why: `cgroup ${short(unknown.id)} has processes and its runtime bundle does not say it is the sandbox` };
+  const exited = reading.children.length - live.length;
+  const sandbox = live.length > 0 ? `the sandbox ${short(live[0]?.id ?? '')} still runs` : 'the sandbox has stopped too';
+  return { proven: true, exitedBy: reading.listedAt, detail: `${exited} container cgroup(s) empty, ${sandbox}` };
+}

@@ -1,0 +1,146 @@
+// The node witness: watches the leaders on its node (pods with the operator's leader deletion cost); while one
+// is in a graceful deletion, reads its container cgroups every few milliseconds and, the moment no container has
+// a process left, writes that on the pod as a condition of our own. The operator trusts it in place of the
+// kubelet's report, which comes only after the sandbox is stopped too (kubernetes#106896).
+import type { V1Pod } from '@kubernetes/client-node';
+import type { Logger } from 'pino';
+import { podRef } from '../handover/observed-pod.js';
+import { witnessCondition } from '../handover/witness-evidence.js';
+import { refusalOf } from '../kube/errors.js';
+import { type KubeHttp, PatchType } from '../kube/http.js';
+import { Informer, keyOf, withoutManagedFields } from '../kube/informer.js';
+import { type CgroupLayout, readPodCgroup } from './cgroups.js';
+import { judge, wantsWitness } from './judge.js';
+import { bundleKind, type CgroupKind } from './runtime.js';
+import type { WitnessMetrics } from './metrics.js';
+
+export interface WitnessOptions {
+  node: string;
+  layout: CgroupLayout;
+  bundleTemplates: readonly string[];
+  pollMs: number;
+  leaderCost: string;
+  now?: () => number;
+}
+
+interface Watched {
+  pod: V1Pod;
+  since: number;
+  lastWhy?: string;
+  writing?: boolean;
+  /** After a failed write: not before this time (ms), and how many failed in a row. */
+  retryAt?: number;
+  failures?: number;
+}
+
+const RETRY = { initialMs: 100, maxMs: 5_000 };
+
+export class Witness {
+  private readonly pods: Informer<V1Pod>;
+  private readonly watched = new Map<string, Watched>();
+  private timer: NodeJS.Timeout | undefined;
+  private polling = false;
+  private readonly now: () => number;
+
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly opts: WitnessOptions,
+    private readonly log: Logger,
+    private readonly metrics: WitnessMetrics,
+  ) {
+    this.now = opts.now ?? Date.now;
+    this.pods = new Informer<V1Pod>(http, {
+      path: '/api/v1/pods',
+      fieldSelector: `spec.nodeName=${opts.node}`,
+      log,
+      transform: withoutManagedFields,
+    });
+    const seen = (pod: V1Pod) => this.seen(pod);
+    this.pods.on('add', seen).on('update', seen);
+    this.pods.on('delete', (pod) => this.forget(keyOf(pod)));
+  }
+
+  start(): void {
+    this.pods.start();
+    this.timer = setInterval(() => void this.poll(), this.opts.pollMs);
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+    this.pods.stop();
+  }
+
+  hasSynced(): boolean {
+    return this.pods.hasSynced();
+  }
+
+  private seen(pod: V1Pod): void {
+    const key = keyOf(pod);
+    if (!wantsWitness(pod, this.opts.leaderCost)) return this.forget(key);
+    const w = this.watched.get(key);
+    if (w && w.pod.metadata?.uid === pod.metadata?.uid) w.pod = pod;
+    else this.watched.set(key, { pod, since: this.now() });
+    this.metrics.watching.set(this.watched.size);
+  }
+
+  private forget(key: string): void {
+    if (this.watched.delete(key)) this.metrics.watching.set(this.watched.size);
+  }
+
+  /** One sweep over the pods being deleted; a sweep still running (a slow filesystem) is not overlapped. */
+  private async poll(): Promise<void> {
+    if (this.polling || this.watched.size === 0) return;
+    this.polling = true;
+    try {
+      await Promise.all([...this.watched].map(([key, w]) => this.look(key, w)));
+    } finally {
+      this.polling = false;
+    }
+  }
+
+  private async look(key: string, w: Watched): Promise<void> {
+    if (w.writing || (w.retryAt ?? 0) > this.now()) return;
+    const uid = w.pod.metadata?.uid ?? '';
+    let verdict;
+    try {
+      const reading = await readPodCgroup(this.opts.layout, uid, this.now);
+      const kinds = new Map<string, CgroupKind | undefined>();
+      if (reading.found) {
+        for (const c of reading.children.filter((x) => x.tasks > 0)) kinds.set(c.id, await bundleKind(this.opts.bundleTemplates, c.id, uid));
+      }
+      verdict = judge(reading, kinds);
+    } catch (err) {
+      verdict = { proven: false as const, why: `cannot read its cgroups: ${String(err)}` };
+    }
+    if (!verdict.proven) {
+      if (verdict.why !== w.lastWhy) this.log.debug({ pod: key, why: verdict.why }, 'not yet');
+      w.lastWhy = verdict.why;
+      return;
+    }
+    w.writing = true;
+    const condition = witnessCondition({ exitedBy: verdict.exitedBy, node: this.opts.node }, verdict.detail, this.now());
+    const path = `/api/v1/namespaces/${w.pod.metadata?.namespace ?? ''}/pods/${w.pod.metadata?.name ?? ''}/status`;
+    try {
+      // The uid is a precondition: a re-created pod of the same name is another pod.
+      await this.http.patch(path, { metadata: { uid }, status: { conditions: [condition] } }, PatchType.strategic);
+      this.metrics.evidence.inc({ result: 'written' });
+      this.metrics.latency.observe((verdict.exitedBy - w.since) / 1000);
+      this.log.info({ pod: podRef(w.pod), exitedBy: new Date(verdict.exitedBy).toISOString(), detail: verdict.detail }, 'every container exited');
+      this.forget(key);
+    } catch (err) {
+      const refusal = refusalOf(err);
+      this.metrics.evidence.inc({ result: refusal ?? 'error' });
+      // Gone, replaced or refused (the admission policy): nothing to write; anything else is tried next sweep.
+      if (refusal !== undefined) {
+        this.log.warn({ pod: podRef(w.pod), refusal, err: String(err) }, 'evidence not written');
+        this.forget(key);
+      } else {
+        w.failures = (w.failures ?? 0) + 1;
+        w.retryAt = this.now() + Math.min(RETRY.maxMs, RETRY.initialMs * 2 ** (w.failures - 1));
+        this.log.warn({ pod: podRef(w.pod), err: String(err), failures: w.failures }, 'writing evidence failed; retrying with backoff');
+      }
+    } finally {
+      w.writing = false;
+    }
+  }
+}

@@ -1,0 +1,194 @@
+// The node witness's decisions and readers, on cgroup and bundle trees laid out in a temporary directory as the
+// kernel and containerd lay them out (the cluster test runs it on real nodes).
+import type { V1Pod } from '@kubernetes/client-node';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { CONTAINERS_EXITED, evidenceMessage, witnessCondition, witnessEvidence } from '../../src/handover/witness-evidence.js';
+import { containerIdOf, detectLayout, kubeletRootFromSelf, readPodCgroup } from '../../src/witness/cgroups.js';
+import { judge, wantsWitness } from '../../src/witness/judge.js';
+import { bundleKind, type CgroupKind, kindFromAnnotations } from '../../src/witness/runtime.js';
+
+const UID = '58e6b1b6-66e1-4753-8758-6214d563a2c6';
+const SANDBOX = 'aa'.repeat(32);
+const C1 = 'c1'.repeat(32);
+const C2 = 'c2'.repeat(32);
+const T = Date.parse('2026-12-03T11:40:01.123Z');
+
+const dirs: string[] = [];
+const tmp = (): string => {
+  const d = mkdtempSync(join(tmpdir(), 'witness-'));
+  dirs.push(d);
+  return d;
+};
+afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
+/** A cgroup v1 pids hierarchy under `root` with the kubelet's cgroupRoot `/node-1`: tasks per child cgroup. */
+function v1Tree(tasks: Record<string, number>, qos = 'besteffort'): string {
+  const fs = tmp();
+  mkdirSync(join(fs, 'pids'));
+  writeFileSync(join(fs, 'pids', 'pids.max'), 'max\n');
+  const pod = join(fs, 'pids', 'node-1', 'kubepods', qos, `pod${UID}`);
+  for (const [id, n] of Object.entries(tasks)) {
+    mkdirSync(join(pod, id), { recursive: true });
+    writeFileSync(join(pod, id, 'pids.current'), `${n}\n`);
+  }
+  mkdirSync(pod, { recursive: true });
+  writeFileSync(join(pod, 'pids.current'), '1\n');
+  return fs;
+}
+
+describe('cgroup readers', () => {
+  it('finds the kubelet cgroupRoot in the witness’s own cgroup (v1 pids line; v2 unified line)', () => {
+    const v1 = `12:pids:/csi-handover-aa479b-node-1/kubepods/besteffort/pod${UID}/${C1}\n7:blkio:/elsewhere/kubepods/x\n`;
+    expect(kubeletRootFromSelf(v1, false)).toBe('/csi-handover-aa479b-node-1');
+    expect(kubeletRootFromSelf(`0::/kubepods.slice/kubepods-besteffort.slice/x.scope\n`, true)).toBe('');
+    expect(kubeletRootFromSelf('0::/\n', true)).toBe('');
+    expect(kubeletRootFromSelf('5:cpu:/node-1/kubepods/x\n', false)).toBe('');
+  });
+
+  it('reads pids.current of every container cgroup of the pod (v1), timed by the clock read just before listing them', async () => {
+    const fs = v1Tree({ [SANDBOX]: 1, [C1]: 0, [C2]: 3 }, 'burstable');
+    const layout = await detectLayout(fs, undefined, `8:pids:/node-1/kubepods/burstable/pod${UID}/${C1}\n`);
+    expect(layout).toEqual({ version: 1, base: join(fs, 'pids', 'node-1') });
+    let clock = T;
+    const r = await readPodCgroup(layout, UID, () => clock++);
+    // The clock's last reading (one per place looked) is the listing time: nothing read later moves it.
+    expect(r.found && r.listedAt).toBe(clock - 1);
+    expect(r.found && Object.fromEntries(r.children.map((c) => [c.id, c.tasks]))).toEqual({ [SANDBOX]: 1, [C1]: 0, [C2]: 3 });
+  });
+
+  it('reads cgroup v2’s populated flag under the systemd driver’s names', async () => {
+    const fs = tmp();
+    writeFileSync(join(fs, 'cgroup.controllers'), 'cpu pids\n');
+    const pod = join(fs, 'kubepods.slice', 'kubepods-besteffort.slice', `kubepods-besteffort-pod${UID.replaceAll('-', '_')}.slice`);
+    for (const [id, populated] of [
+      [`cri-containerd-${SANDBOX}.scope`, 1],
+      [`crio-${C1}.scope`, 0],
+    ] as const) {
+      mkdirSync(join(pod, id), { recursive: true });
+      writeFileSync(join(pod, id, 'cgroup.events'), `populated ${populated}\nfrozen 0\n`);
+    }
+    const layout = await detectLayout(fs, undefined, '0::/\n');
+    const r = await readPodCgroup(layout, UID, () => T);
+    expect(r.found && r.children.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
+      { id: SANDBOX, tasks: 1 },
+      { id: C1, tasks: 0 },
+    ]);
+  });
+
+  it('says where it looked when the pod has no cgroup, and refuses a tree with neither v2 nor the v1 pids hierarchy', async () => {
+    const fs = v1Tree({});
+    const r = await readPodCgroup(await detectLayout(fs, '/node-2', ''), 'other-uid', () => T);
+    expect(r).toEqual({ found: false, looked: expect.arrayContaining([join(fs, 'pids', 'node-2', 'kubepods', 'podother-uid')]) });
+    await expect(detectLayout(tmp(), undefined, '')).rejects.toThrow(/neither cgroup v2/);
+  });
+
+  it('names containers as the runtime does', () => {
+    expect(containerIdOf(C1)).toBe(C1);
+    expect(containerIdOf(`cri-containerd-${C1}.scope`)).toBe(C1);
+    expect(containerIdOf(`crio-${C1}.scope`)).toBe(C1);
+  });
+});
+
+describe('runtime bundles', () => {
+  it.each<[string, Record<string, string>, CgroupKind | undefined]>([
+    ['containerd sandbox of this pod', { 'io.kubernetes.cri.container-type': 'sandbox', 'io.kubernetes.cri.sandbox-uid': UID }, 'sandbox'],
+    ['containerd container', { 'io.kubernetes.cri.container-type': 'container', 'io.kubernetes.cri.sandbox-id': SANDBOX }, 'container'],
+    ['CRI-O sandbox of this pod', { 'io.kubernetes.cri-o.ContainerType': 'sandbox', 'io.kubernetes.pod.uid': UID }, 'sandbox'],
+    ['a sandbox that does not say for which pod', { 'io.kubernetes.cri.container-type': 'sandbox' }, undefined],
+    ['another pod’s sandbox', { 'io.kubernetes.cri.container-type': 'sandbox', 'io.kubernetes.cri.sandbox-uid': 'x' }, undefined],
+    ['no annotations', {}, undefined],
+    ['an unknown type', { 'io.kubernetes.cri.container-type': 'vm' }, undefined],
+  ])('%s', (_case, annotations, want) => {
+    expect(kindFromAnnotations(annotations, UID)).toBe(want);
+  });
+
+  it('reads config.json from the first bundle template that has one; unreadable or odd ids prove nothing', async () => {
+    const run = tmp();
+    const containerd = join(run, 'containerd', '{id}');
+    mkdirSync(join(run, 'containerd', SANDBOX), { recursive: true });
+    writeFileSync(
+      join(run, 'containerd', SANDBOX, 'config.json'),
+      JSON.stringify({ annotations: { 'io.kubernetes.cri.container-type': 'sandbox', 'io.kubernetes.cri.sandbox-uid': UID } }),
+    );
+    mkdirSync(join(run, 'containerd', C2), { recursive: true });
+    writeFileSync(join(run, 'containerd', C2, 'config.json'), '{not json');
+    expect(await bundleKind([join(run, 'crio', '{id}'), containerd], SANDBOX, UID)).toBe('sandbox');
+    expect(await bundleKind([containerd], C1, UID)).toBeUndefined();
+    expect(await bundleKind([containerd], C2, UID)).toBeUndefined();
+    expect(await bundleKind([containerd], '../etc', UID)).toBeUndefined();
+  });
+});
+
+describe('judge', () => {
+  const reading = (tasks: Record<string, number>) => ({
+    found: true as const,
+    listedAt: T,
+    dir: '/x',
+    children: Object.entries(tasks).map(([id, n]) => ({ id, tasks: n })),
+  });
+  const kinds = new Map<string, CgroupKind | undefined>([
+    [SANDBOX, 'sandbox'],
+    [C1, 'container'],
+    [C2, undefined],
+  ]);
+  it.each<[string, Record<string, number>, string]>([
+    ['every container empty, the sandbox running', { [SANDBOX]: 1, [C1]: 0 }, 'proven'],
+    ['everything gone, the sandbox too', { [C1]: 0 }, 'proven'],
+    ['a container with processes left', { [SANDBOX]: 1, [C1]: 2 }, 'not: container c1c1c1c1c1c1 has 2 process(es) left'],
+    [
+      'a live cgroup its bundle does not name',
+      { [SANDBOX]: 1, [C2]: 1 },
+      'not: cgroup c2c2c2c2c2c2 has processes and its runtime bundle does not say it is the sandbox',
+    ],
+  ])('%s', (_case, tasks, want) => {
+    const j = judge(reading(tasks), kinds);
+    expect(j.proven ? `proven` : `not: ${j.why}`).toBe(want);
+    if (j.proven) expect(j.exitedBy).toBe(T);
+  });
+  it('proves nothing without the pod’s cgroup', () => {
+    expect(judge({ found: false, looked: ['/a', '/b'] }, kinds)).toMatchObject({ proven: false });
+  });
+});
+
+describe('which pods the witness watches', () => {
+  const pod = (over: { grace?: number; cost?: string; witnessed?: boolean }): V1Pod => ({
+    metadata: {
+      name: 'p',
+      uid: UID,
+      ...(over.grace !== undefined ? { deletionTimestamp: new Date(T), deletionGracePeriodSeconds: over.grace } : {}),
+      annotations: over.cost !== undefined ? { 'controller.kubernetes.io/pod-deletion-cost': over.cost } : {},
+    },
+    status: over.witnessed ? { conditions: [witnessCondition({ exitedBy: T, node: 'n' }, 'd', T)] } : {},
+  });
+  it.each<[string, Parameters<typeof pod>[0], boolean]>([
+    ['a leader in a graceful deletion', { grace: 30, cost: '100' }, true],
+    ['a leader not being deleted', { cost: '100' }, false],
+    ['a leader force-deleted', { grace: 0, cost: '100' }, false],
+    ['a standby (no leader cost)', { grace: 30 }, false],
+    ['a leader already witnessed', { grace: 30, cost: '100', witnessed: true }, false],
+  ])('%s', (_case, over, want) => {
+    expect(wantsWitness(pod(over), '100')).toBe(want);
+  });
+});
+
+describe('evidence on the pod', () => {
+  const withMessage = (message: string, over: Record<string, string> = {}): V1Pod => ({
+    status: { conditions: [{ type: CONTAINERS_EXITED, status: 'True', reason: 'AllContainersExited', message, ...over }] },
+  });
+  it('round-trips the instant to the microsecond field and the node', () => {
+    const c = witnessCondition({ exitedBy: T, node: 'node-1.example' }, '2 container cgroup(s) empty', T + 5);
+    expect(witnessEvidence({ status: { conditions: [c] } })).toEqual({ exitedBy: T, node: 'node-1.example' });
+  });
+  it.each<[string, V1Pod]>([
+    ['no condition', {}],
+    ['status False', withMessage(evidenceMessage({ exitedBy: T, node: 'n' }, 'd'), { status: 'False' })],
+    ['another reason', withMessage(evidenceMessage({ exitedBy: T, node: 'n' }, 'd'), { reason: 'Guess' })],
+    ['a message of another shape', withMessage('containers exited, probably')],
+    ['a time that is not RFC 3339', withMessage('every container exited by yesterday on node n; d')],
+  ])('ignores %s', (_case, pod) => {
+    expect(witnessEvidence(pod)).toBeUndefined();
+  });
+});
