@@ -44,6 +44,7 @@ export const Config = z
     webhookConfiguration: z.string().min(1),
     webhookCertValidity: duration.refine((ms) => ms >= 60_000, 'at least 1m'),
     operatorDeployment: z.string().min(1),
+    witnessNamespace: z.string().min(1),
   })
   .refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
   .refine((c) => c.retryPeriod < c.renewDeadline, { message: 'retry period must be shorter than the renew deadline', path: ['retryPeriod'] });
@@ -81,6 +82,7 @@ const flagNames = {
   webhookCertValidity: ['webhook-cert-validity', 'WEBHOOK_CERT_VALIDITY', '90d'],
   // The operator's own Deployment: gone or scaled to zero at shutdown means "going away", and its gates are lifted.
   operatorDeployment: ['operator-deployment', 'OPERATOR_DEPLOYMENT', 'csi-handover'],
+  witnessNamespace: ['witness-namespace', 'WITNESS_NAMESPACE', 'csi-handover-witness'],
 } as const satisfies Record<keyof Config, readonly [string, string, string | undefined]>;
 
 /** Flags win over environment variables, which win over defaults. Throws a readable error on bad input. */

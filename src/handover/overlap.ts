@@ -108,3 +108,18 @@ export function lessonOf(
   if (!letGo.early) return letGo.at >= h.releasedAt - RELEASE_ORDER_SLACK_MS ? { death, start: h.acquiredAt - letGo.at } : { death };
   return { death, lost: h.acquiredAt - letGo.at > LOST_AFTER_MS };
 }
+
+/** After a pod started before the release lost the race, its workload's new pods wait for releases this long. */
+export const LOST_BACKOFF_MS = 10 * 60_000;
+
+/**
+ * Where the node witness runs on the old leader's node, a new pod may start at once: the witness's evidence
+ * releases the lease within about 0.1 s of the leader's last exit, before a pod admitted now has its sandbox
+ * (~0.65 s), as the sidecars' own release on exit does. Not after a pod of the workload started that way lost the
+ * race lately (a leader slow to die), nor where no witness runs: undefined, wait for the release.
+ */
+export function witnessLiftAt(node: string | undefined, witnessed: ReadonlySet<string>, lastLostAt: number | undefined, now: number): number | undefined {
+  if (node === undefined || !witnessed.has(node)) return undefined;
+  if (lastLostAt !== undefined && now - lastLostAt < LOST_BACKOFF_MS) return undefined;
+  return now;
+}

@@ -17,6 +17,7 @@ import { COLLECTION_PATH } from '../api/clustercsidriver.js';
 import { DRIVER_LABEL } from '../api/names.js';
 import type { Config } from '../config.js';
 import { nodeForCache, podForCache } from '../handover/cached.js';
+import { WITNESS_SELECTOR } from '../handover/witness-evidence.js';
 import type { KubeHttp } from '../kube/http.js';
 import { Informer, type InformerOptions, type InformerView, unionOf, withoutManagedFields } from '../kube/informer.js';
 
@@ -33,6 +34,8 @@ export class Caches {
   readonly leases: InformerView<V1Lease>;
   readonly pods: InformerView<V1Pod>;
   readonly nodes: Informer<V1Node>;
+  /** The node witness's pods (config/witness, a namespace of their own), if installed: where one is Ready, new pods need not wait for the release. */
+  readonly witnesses: Informer<V1Pod>;
   readonly webhookSecret: Informer<V1Secret> | undefined;
   /** Under OLM the configuration is OLM's, generated from the CSV under a name of its own: not watched, not kept. */
   readonly webhookConfiguration: Informer<V1MutatingWebhookConfiguration> | undefined;
@@ -58,6 +61,11 @@ export class Caches {
     this.pods = perScope<V1Pod>((s) => `/api/v1${s}/pods`, { transform: podForCache });
     this.nodes = make<V1Node>('/api/v1/nodes', { transform: nodeForCache });
     const ns = cfg.leaderElectionNamespace;
+    this.witnesses = make<V1Pod>(
+      `/api/v1/namespaces/${cfg.witnessNamespace}/pods`,
+      { labelSelector: WITNESS_SELECTOR, transform: withoutManagedFields },
+      false,
+    );
     this.webhookSecret =
       cfg.webhookPort > 0 ? make<V1Secret>(`/api/v1/namespaces/${ns}/secrets`, { fieldSelector: `metadata.name=${cfg.webhookSecret}` }) : undefined;
     this.webhookConfiguration =

@@ -17,6 +17,7 @@ import { isNotFound } from '../kube/errors.js';
 import { LeaderElector } from '../leaderelection/elector.js';
 import { OperatorLogLevel } from '../loglevel/operator-log-level.js';
 import { countRequestsOf, type Metrics } from '../metrics.js';
+import { witnessedNodes } from '../handover/witness-evidence.js';
 import { Caches } from './caches.js';
 import { serviceDnsNames } from '../webhook/certs.js';
 import { WebhookServer } from '../webhook/server.js';
@@ -49,7 +50,7 @@ export class Operator {
     const reports = new HandoverReports((driver) => reportFromStatus((caches.drivers.get(driver) as { status?: unknown } | undefined)?.status));
     // Whether it may write in a driver's namespace (ClusterRole csi-handover-driver is bound there per namespace).
     const access = new WriteAccess(http, log.child({ component: 'access' }), systemClock);
-    const { drivers: driverCache, deployments, daemonSets, statefulSets, leases, pods, nodes } = caches;
+    const { drivers: driverCache, deployments, daemonSets, statefulSets, leases, pods, nodes, witnesses } = caches;
     const drivers = new ClusterCSIDriverController({
       ...common,
       drivers: driverCache,
@@ -73,6 +74,7 @@ export class Operator {
       deployments: () => deployments.list(),
       gateTimeoutMs: cfg.gateTimeout,
       earlyStart: cfg.earlyStart,
+      witnessedNodes: () => witnessedNodes(witnesses.list()),
       reports,
       onReportChanged: (driver) => drivers.statusChanged(driver),
       access,

@@ -72,6 +72,7 @@ function setup() {
     deployments: () => [deployment('a'), deployment('b'), electingElsewhere],
     gateTimeoutMs: 60_000,
     earlyStart: false,
+    witnessedNodes: () => new Set(),
     reports: new HandoverReports(() => undefined),
     onReportChanged: () => undefined,
     now: () => 0,

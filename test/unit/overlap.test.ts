@@ -1,7 +1,7 @@
 // The model behind early starts: the slowest recent death against the fastest recent start, per workload (and
 // per node for deaths), nothing before enough of both, and back to waiting after a start that lost.
 import { describe, expect, it } from 'vitest';
-import { earlyLiftAt, lessonOf, LOST_AFTER_MS, MARGIN_MS, MIN_SAMPLES, OverlapModel } from '../../src/handover/overlap.js';
+import { earlyLiftAt, lessonOf, LOST_AFTER_MS, LOST_BACKOFF_MS, MARGIN_MS, MIN_SAMPLES, OverlapModel, witnessLiftAt } from '../../src/handover/overlap.js';
 
 describe('OverlapModel', () => {
   const W = 'ns/ctrl';
@@ -75,5 +75,19 @@ describe('lessonOf (what one handover teaches)', () => {
     ['no stop seen: no death', { ...h, stopAt: undefined }, { at: 11_050, early: false }, { death: undefined, start: 1450 }],
   ])('%s', (_n, record, letGo, want) => {
     expect(lessonOf(record, letGo)).toEqual(want);
+  });
+});
+
+describe('witnessLiftAt', () => {
+  const now = 1_000_000;
+  const witnessed = new Set(['node-1']);
+  it.each<[string, string | undefined, number | undefined, number | undefined]>([
+    ['a witness on the old leader’s node: at once', 'node-1', undefined, now],
+    ['no witness on its node: wait for the release', 'node-2', undefined, undefined],
+    ['an unbound old leader', undefined, undefined, undefined],
+    ['a pod started that way lost the race lately: wait', 'node-1', now - LOST_BACKOFF_MS + 1, undefined],
+    ['the loss is long past: at once again', 'node-1', now - LOST_BACKOFF_MS, now],
+  ])('%s', (_case, node, lostAt, want) => {
+    expect(witnessLiftAt(node, witnessed, lostAt, now)).toBe(want);
   });
 });

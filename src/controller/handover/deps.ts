@@ -22,6 +22,8 @@ export interface HandoverDeps {
   gateTimeoutMs: number;
   /** Let new pods go before the release where the overlap model predicts it safe (otherwise it only learns). */
   earlyStart: boolean;
+  /** Nodes where a node witness runs Ready: its evidence releases a leader there within ~0.1 s of its exit. */
+  witnessedNodes: () => ReadonlySet<string>;
   reports: HandoverReports;
   /** A driver's handover report changed: its status needs an apply. */
   onReportChanged: (driver: string) => void;

@@ -8,7 +8,7 @@ import type { Clock } from '../../clock.js';
 import { hasHandoverGate } from '../../handover/gate.js';
 import type { HandoverRecord } from '../../handover/measure.js';
 import type { ObservedPod } from '../../handover/observed-pod.js';
-import { earlyLiftAt, type LetGo, lessonOf, OverlapModel } from '../../handover/overlap.js';
+import { earlyLiftAt, type LetGo, lessonOf, OverlapModel, witnessLiftAt } from '../../handover/overlap.js';
 import { type EarlyLift, OVERLAP_STATE_PREFIX } from '../../handover/pending.js';
 import { type HandoverSnapshot, workloadRef } from '../../handover/snapshot.js';
 import type { Metrics } from '../../metrics.js';
@@ -18,11 +18,15 @@ export class EarlyStarts {
   private readonly overlap = new OverlapModel();
   /** pod uid → when it was let go (its gate lifted, or first seen ungated while a handover was pending) and whether before the release */
   private readonly letGo = new Map<string, LetGo>();
+  /** workload → when a pod of it let go early last lost the race */
+  private readonly lostAt = new Map<string, number>();
 
   constructor(
     private readonly d: {
       /** Let new pods go before the release where the model predicts it safe (otherwise it only learns). */
       enabled: boolean;
+      /** Nodes where a node witness runs Ready. */
+      witnessedNodes: () => ReadonlySet<string>;
       log: Logger;
       metrics: Metrics;
       /** When a pod's deletion was first seen (src/controller/handover/reporting.ts). */
@@ -42,12 +46,18 @@ export class EarlyStarts {
     for (const [uid, l] of this.letGo) if (l.at < cutoff) this.letGo.delete(uid);
   }
 
-  /** The earliest moment a new pod may start while `holder` is being stopped (undefined: wait for the release). */
+  /** The earliest moment a new pod may start while `holder` is being stopped (undefined: wait for the release): by the witness, or the model. */
   earlyLift(s: HandoverSnapshot): EarlyLift | undefined {
-    if (!this.d.enabled) return undefined;
+    const witnessed = this.d.witnessedNodes();
+    if (!this.d.enabled && witnessed.size === 0) return undefined;
     return (holder) => {
       const dep = s.workloadOf(holder.pod);
-      const p = dep && this.overlap.predict(workloadRef(dep), holder.pod.spec?.nodeName);
+      if (!dep) return undefined;
+      const workload = workloadRef(dep);
+      const node = holder.pod.spec?.nodeName;
+      const byWitness = witnessLiftAt(node, witnessed, this.lostAt.get(workload), s.now);
+      if (byWitness !== undefined) return byWitness;
+      const p = this.d.enabled ? this.overlap.predict(workload, node) : undefined;
       if (!p) return undefined;
       // Not seen stopping yet (the admission of its replacement can come first): it is being stopped now.
       return earlyLiftAt(p, this.d.stopSeenAt(holder.pod.metadata?.uid ?? '') ?? s.now);
@@ -64,6 +74,7 @@ export class EarlyStarts {
     if (lesson.start !== undefined && h.newPod !== undefined) this.overlap.start(workload, h.newPod, lesson.start);
     if (lesson.lost) {
       this.overlap.lost(workload);
+      this.lostAt.set(workload, this.d.now());
       this.d.metrics.overlapLost.inc();
       this.d.log.warn(
         { workload, lease: `${h.namespace}/${h.lease}`, pod: h.newHolder, afterMs: h.acquiredAt - (this.letGo.get(h.newPod ?? '')?.at ?? NaN) },
