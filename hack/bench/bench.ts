@@ -12,7 +12,18 @@ import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import { PatchType } from '../../src/kube/http.js';
 import { makeLogger } from '../../src/log.js';
-import { clusterHttp, deploySample, localDir, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, type SampleOverlay, waitFor } from '../lib/cluster.js';
+import {
+  clusterHttp,
+  deploySample,
+  kubectl,
+  localDir,
+  repoRoot,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  type SampleOverlay,
+  waitFor,
+} from '../lib/cluster.js';
 import {
   installCrd,
   installOperator,
@@ -31,7 +42,11 @@ import type { ProbeKindStats } from '../../src/report/probe-stats.js';
 import { PRE_ROLL_MS, type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './storage-probe.js';
 import { renderTimeline, type TimelineLease } from '../../src/report/timeline-svg.js';
 
-type Who = 'stock' | 'upstream-gate' | 'standalone' | 'companion';
+type Who = 'stock' | 'upstream-gate' | 'standalone' | 'companion' | 'standalone+witness' | 'companion+witness';
+/** The operator runs (with or without its node witness, config/witness). */
+const withOperator = (who: Who): boolean => who !== 'stock' && who !== 'upstream-gate';
+const withWitness = (who: Who): boolean => who.endsWith('+witness');
+const standaloneMode = (who: Who): boolean => who.startsWith('standalone');
 type Timings = 'upstream' | 'openshift';
 interface Scenario {
   who: Who;
@@ -45,6 +60,7 @@ const runs = Number(process.env.BENCH_RUNS ?? 1);
 const outDir = join(localDir, 'bench');
 const crPath = SAMPLE_CR_PATH;
 const leases = Object.values(SAMPLE_LEASES);
+const witnessDir = join(repoRoot, 'config', 'witness');
 
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
 const slug = (s: Scenario) => `${s.who}-${s.timings}-${s.replicas}r`;
@@ -60,6 +76,10 @@ function scenarios(): Scenario[] {
   const order: [Who, 1 | 2][] = [
     ['upstream-gate', 1],
     ['upstream-gate', 2],
+    ['standalone+witness', 2],
+    ['standalone+witness', 1],
+    ['companion+witness', 1],
+    ['companion+witness', 2],
     ['standalone', 2],
     ['standalone', 1],
     ['companion', 1],
@@ -90,7 +110,8 @@ async function operatorInstalled(): Promise<boolean> {
 
 async function prepare(s: Scenario): Promise<V1Pod[]> {
   const overlay = overlayFor(s);
-  const operator = s.who === 'standalone' || s.who === 'companion';
+  const operator = withOperator(s.who);
+  if (!withWitness(s.who)) await kubectl('delete', '-k', witnessDir, '--ignore-not-found', '--wait=true');
   if (!operator) {
     await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
   } else {
@@ -99,16 +120,20 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     if (!(await operatorInstalled())) await installCrd();
     await setSampleCrLevel(http, LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
     if (!(await operatorInstalled())) await installOperator(http);
-    await setOperatorMode(http, s.who === 'companion' ? 'companion' : 'standalone');
+    await setOperatorMode(http, standaloneMode(s.who) ? 'standalone' : 'companion');
+    if (withWitness(s.who)) {
+      await kubectl('apply', '-k', witnessDir);
+      await kubectl('-n', 'csi-handover-witness', 'rollout', 'status', 'daemonset/csi-handover-witness', '--timeout=120s');
+    }
   }
   if (overlay !== deployedOverlay) {
-    if (s.who === 'standalone') await setSampleCrLevel(http, 'Normal'); // the overlays' --v=2
+    if (standaloneMode(s.who)) await setSampleCrLevel(http, 'Normal'); // the overlays' --v=2
     await deploySample(overlay);
     deployedOverlay = overlay;
   }
   // Settled: the template is what the operator wants (standalone), the rollout is done, every lease has a
   // current holder, and no pod waits at a gate.
-  if (s.who === 'standalone') {
+  if (standaloneMode(s.who)) {
     await waitFor('the CR log level in the template', 60_000, async () => {
       const cr = await http.get<{ spec?: { logLevel?: string } }>(crPath);
       const v = templateVerbosity(await driverDeployment());
@@ -121,7 +146,7 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
 /** The log-level change: through the CR for standalone; for the others, as csi-operator does it, in the template. */
 async function trigger(s: Scenario): Promise<void> {
   const v = templateVerbosity(await driverDeployment()) === 4 ? 2 : 4;
-  if (s.who === 'standalone') await http.patch(crPath, { spec: { logLevel: LEVELS[v] } }, PatchType.merge);
+  if (standaloneMode(s.who)) await http.patch(crPath, { spec: { logLevel: LEVELS[v] } }, PatchType.merge);
   else await setVerbosityDirectly(http, NS, SAMPLE_DEPLOYMENT, v);
 }
 
@@ -190,7 +215,7 @@ function requestDelta(before: Map<string, number>, after: Map<string, number>): 
 }
 
 async function measureRun(s: Scenario, run: number): Promise<RunResult> {
-  const operator = s.who === 'standalone' || s.who === 'companion';
+  const operator = withOperator(s.who);
   await prepare(s);
   const before = operator ? await operatorRequests(http) : undefined;
   const p = await probedRollout(http, overlayFor(s), log, `${slug(s)}-${run}-${Date.now().toString(36)}`, () => trigger(s));
@@ -237,6 +262,8 @@ function writeTimeline(s: Scenario, run: number, p: ProbedRollout): void {
 interface Summary {
   scenario: Scenario;
   gap?: GapStats;
+  /** the old leader's SIGTERM → the lease's release (by the operator or the holder), where one was seen */
+  release?: GapStats;
   rolloutSeconds: { p50: number; max: number };
   /** handovers whose gap held a retry period (over 10s; OpenShift's is 26s, upstream's 5s goes unnoticed here) */
   retryGaps?: number;
@@ -278,9 +305,13 @@ function summarize(s: Scenario, results: RunResult[]): Summary {
       steadyWaitMs: Math.max(0, ...results.map((r) => r.steadyWaitMs[kind] ?? 0)),
     };
   });
+  const releases = results.flatMap((r) =>
+    r.rollout.handovers.flatMap((h) => (h.releasedAt === undefined || h.stopAt === undefined ? [] : [h.releasedAt - h.stopAt])),
+  );
   return {
     scenario: s,
     gap: gapStats(gaps),
+    release: gapStats(releases),
     retryGaps: gaps.filter((g) => g > 10_000).length,
     rolloutSeconds: { p50: rollouts[Math.ceil(rollouts.length / 2) - 1] ?? 0, max: rollouts[rollouts.length - 1] ?? 0 },
     operatorWrites: writes.length ? Math.round(writes.reduce((a, b) => a + b, 0) / writes.length) : undefined,
@@ -305,7 +336,7 @@ function ratio(a: number | undefined, b: number | undefined): string {
 function table(summaries: Summary[]): string {
   const find = (s: Scenario, who: Who) =>
     summaries.find((x) => x.scenario.who === who && x.scenario.timings === s.timings && x.scenario.replicas === s.replicas);
-  const head = `${'scenario'.padEnd(26)} ${'n'.padStart(3)} ${'gap p50'.padStart(8)} ${'p95'.padStart(7)} ${'max'.padStart(7)} ${'×stock'.padStart(7)} ${'×gate'.padStart(6)} ${'rollout'.padStart(8)} ${'op writes'.padStart(9)}  operator's report`;
+  const head = `${'scenario'.padEnd(32)} ${'n'.padStart(3)} ${'gap p50'.padStart(8)} ${'p95'.padStart(7)} ${'max'.padStart(7)} ${'×stock'.padStart(7)} ${'×gate'.padStart(6)} ${'rollout'.padStart(8)} ${'release'.padStart(8)} ${'op writes'.padStart(9)}  operator's report`;
   const lines = [head, '-'.repeat(head.length + 10)];
   for (const x of summaries) {
     const stock = find(x.scenario, 'stock')?.gap?.p50;
@@ -314,7 +345,7 @@ function table(summaries: Summary[]): string {
       ? `${x.report.matched}/${x.report.expected} match, max diff ${x.report.maxDiffMs === undefined ? 'n/a' : `${x.report.maxDiffMs} ms`}`
       : '—';
     lines.push(
-      `${name(x.scenario).padEnd(26)} ${String(x.gap?.count ?? 0).padStart(3)} ${secs(x.gap?.p50).padStart(8)} ${secs(x.gap?.p95).padStart(7)} ${secs(x.gap?.max).padStart(7)} ${(x.scenario.who === 'stock' ? '1×' : ratio(stock, x.gap?.p50)).padStart(7)} ${(x.scenario.who === 'upstream-gate' ? '1×' : ratio(gate, x.gap?.p50)).padStart(6)} ${`${x.rolloutSeconds.p50.toFixed(1)}s`.padStart(8)} ${(x.operatorWrites === undefined ? '—' : String(x.operatorWrites)).padStart(9)}  ${rep}`,
+      `${name(x.scenario).padEnd(32)} ${String(x.gap?.count ?? 0).padStart(3)} ${secs(x.gap?.p50).padStart(8)} ${secs(x.gap?.p95).padStart(7)} ${secs(x.gap?.max).padStart(7)} ${(x.scenario.who === 'stock' ? '1×' : ratio(stock, x.gap?.p50)).padStart(7)} ${(x.scenario.who === 'upstream-gate' ? '1×' : ratio(gate, x.gap?.p50)).padStart(6)} ${`${x.rolloutSeconds.p50.toFixed(1)}s`.padStart(8)} ${secs(x.release?.p50).padStart(8)} ${(x.operatorWrites === undefined ? '—' : String(x.operatorWrites)).padStart(9)}  ${rep}`,
     );
   }
   return lines.join('\n');
@@ -322,7 +353,7 @@ function table(summaries: Summary[]): string {
 
 function stallTable(summaries: Summary[]): string {
   const kinds = Object.values(SIDECAR_OF_KIND);
-  const head = `${'scenario'.padEnd(26)} ${kinds.map((k) => k.padStart(34)).join(' ')}`;
+  const head = `${'scenario'.padEnd(32)} ${kinds.map((k) => k.padStart(34)).join(' ')}`;
   const lines = [
     'Storage operations submitted during the rollout, per sidecar: stall [its lease gap] longest wait / p99, ops (steady-state wait before the trigger)',
     head,
@@ -334,7 +365,7 @@ function stallTable(summaries: Summary[]): string {
         34,
       ),
     );
-    lines.push(`${name(x.scenario).padEnd(26)} ${cells.join(' ')}`);
+    lines.push(`${name(x.scenario).padEnd(32)} ${cells.join(' ')}`);
   }
   return lines.join('\n');
 }
@@ -381,6 +412,26 @@ function targets(summaries: Summary[]): string[] {
       check(gate ? x.gap.p50 - gate.p50 <= 200 : undefined, `gap p50 ${secs(x.gap.p50)} within 0.2s of the upstream gate's ${secs(gate?.p50)}`);
       check(x.gap.max <= 2000, `gap max ${secs(x.gap.max)} ≤ 2.0s`);
       check(x.retryGaps === 0, `${x.retryGaps ?? 'n/a'} of ${x.gap.count} handovers paid a retry period (gap > 10s)`);
+    }
+    // The node witness's (issue: handovers as fast as the sidecars' own release).
+    const stock = pick('stock');
+    for (const who of ['standalone+witness', 'companion+witness'] as const) {
+      const x = pick(who);
+      if (!x?.gap) continue;
+      const check = (ok: boolean | undefined, what: string) =>
+        out.push(`${ok === undefined ? 'n/a   ' : ok ? 'met   ' : 'MISSED'} ${who} openshift ${replicas}r: ${what}`);
+      check(x.release ? x.release.p50 <= 350 : undefined, `SIGTERM → release p50 ${secs(x.release?.p50)} ≤ 0.35s`);
+      check(
+        gate ? x.gap.p50 - gate.p50 <= 200 : undefined,
+        `gap p50 ${secs(x.gap.p50)} within 0.2s of the upstream gate's ${secs(gate?.p50)} (${ratio(x.gap.p50, gate?.p50)})`,
+      );
+      check(x.gap.max <= 2500, `gap max ${secs(x.gap.max)} ≤ 2.5s`);
+      check(x.retryGaps === 0, `${x.retryGaps ?? 'n/a'} of ${x.gap.count} handovers paid a retry period (gap > 10s)`);
+      if (replicas === 2)
+        check(
+          stock ? x.rolloutSeconds.p50 <= stock.rolloutSeconds.p50 + 2 : undefined,
+          `rollout ${x.rolloutSeconds.p50.toFixed(1)}s ≤ stock's ${stock?.rolloutSeconds.p50.toFixed(1) ?? 'n/a'}s + 2s`,
+        );
     }
     const sa = pick('standalone')?.gap;
     const co = pick('companion')?.gap;
