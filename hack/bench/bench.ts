@@ -37,6 +37,7 @@ import {
 } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
+import { TIMELINE_STEPS } from './lease-timeline.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
 import type { ProbeKindStats } from '../../src/report/probe-stats.js';
 import { PRE_ROLL_MS, type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './storage-probe.js';
@@ -264,6 +265,8 @@ interface Summary {
   gap?: GapStats;
   /** the old leader's SIGTERM → the lease's release (by the operator or the holder), where one was seen */
   release?: GapStats;
+  /** per step of the handover (hack/bench/lease-timeline.ts), its p50 in ms after the old leader's SIGTERM */
+  steps?: Partial<Record<(typeof TIMELINE_STEPS)[number], number>>;
   rolloutSeconds: { p50: number; max: number };
   /** handovers whose gap held a retry period (over 10s; OpenShift's is 26s, upstream's 5s goes unnoticed here) */
   retryGaps?: number;
@@ -308,10 +311,17 @@ function summarize(s: Scenario, results: RunResult[]): Summary {
   const releases = results.flatMap((r) =>
     r.rollout.handovers.flatMap((h) => (h.releasedAt === undefined || h.stopAt === undefined ? [] : [h.releasedAt - h.stopAt])),
   );
+  const steps = Object.fromEntries(
+    TIMELINE_STEPS.map((k) => [
+      k,
+      gapStats(results.flatMap((r) => (r.rollout.timelines ?? []).map((t) => t[k]).filter((v): v is number => v !== undefined && !Number.isNaN(v))))?.p50,
+    ]),
+  );
   return {
     scenario: s,
     gap: gapStats(gaps),
     release: gapStats(releases),
+    steps,
     retryGaps: gaps.filter((g) => g > 10_000).length,
     rolloutSeconds: { p50: rollouts[Math.ceil(rollouts.length / 2) - 1] ?? 0, max: rollouts[rollouts.length - 1] ?? 0 },
     operatorWrites: writes.length ? Math.round(writes.reduce((a, b) => a + b, 0) / writes.length) : undefined,
@@ -347,6 +357,21 @@ function table(summaries: Summary[]): string {
     lines.push(
       `${name(x.scenario).padEnd(32)} ${String(x.gap?.count ?? 0).padStart(3)} ${secs(x.gap?.p50).padStart(8)} ${secs(x.gap?.p95).padStart(7)} ${secs(x.gap?.max).padStart(7)} ${(x.scenario.who === 'stock' ? '1×' : ratio(stock, x.gap?.p50)).padStart(7)} ${(x.scenario.who === 'upstream-gate' ? '1×' : ratio(gate, x.gap?.p50)).padStart(6)} ${`${x.rolloutSeconds.p50.toFixed(1)}s`.padStart(8)} ${secs(x.release?.p50).padStart(8)} ${(x.operatorWrites === undefined ? '—' : String(x.operatorWrites)).padStart(9)}  ${rep}`,
     );
+  }
+  return lines.join('\n');
+}
+
+/** Where the time goes: each step's p50 after the old leader's SIGTERM, per scenario. */
+function stepsTable(summaries: Summary[]): string {
+  const heads = ['exit', 'evidence', 'kubelet', 'release', 'created', 'bound', 'sandbox', 'started', 'tries', 'acquired'];
+  const head = `${'p50, s after SIGTERM'.padEnd(32)} ${heads.map((h) => h.padStart(8)).join(' ')}`;
+  const lines = [head, '-'.repeat(head.length)];
+  for (const x of summaries) {
+    const cells = TIMELINE_STEPS.map((k) => {
+      const v = x.steps?.[k];
+      return (v === undefined ? '—' : (v / 1000).toFixed(2)).padStart(8);
+    });
+    lines.push(`${name(x.scenario).padEnd(32)} ${cells.join(' ')}`);
   }
   return lines.join('\n');
 }
@@ -447,6 +472,7 @@ function targets(summaries: Summary[]): string[] {
 
 function printReport(summaries: Summary[]): void {
   console.log(table(summaries));
+  console.log(`\n${stepsTable(summaries)}`);
   console.log(`\n${stallTable(summaries)}\n`);
   for (const line of targets(summaries)) console.log(line);
 }

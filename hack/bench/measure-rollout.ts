@@ -4,11 +4,16 @@
 import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
-import { deploySample, type SampleOverlay, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
+import { deploySample, localDir, nodeEvents, type SampleOverlay, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
 import { uninstallOperator } from '../lib/operator.js';
 import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
 import { type Handover, handoversFrom, type LeaseObservation } from './handovers.js';
 import { LeaseRecorder, sigtermTimes } from './recorder.js';
+import { firstAttemptIn, type LeaseTimeline, leaseTimelines, type PodSightings } from './lease-timeline.js';
+import { witnessEvidence } from '../../src/handover/witness-evidence.js';
+import { Informer } from '../../src/kube/informer.js';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 export type Overlay = SampleOverlay;
 
@@ -24,6 +29,8 @@ export interface RolloutResult {
   stops: { pod: string; at: number }[];
   /** every Lease version seen from the trigger on, for timelines */
   observations: LeaseObservation[];
+  /** per handover, where its time went (hack/bench/lease-timeline.ts) */
+  timelines: LeaseTimeline[];
 }
 
 /** Work to keep flowing through the rollout (a storage probe): started before the trigger, stopped after. */
@@ -80,6 +87,8 @@ export async function measureHandovers(
   const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
   const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
   await recorder.start();
+  const sightings = new PodWatch(http, NS, log);
+  await sightings.start();
   await during?.start();
   const startedAt = new Date();
   let rolloutSeconds: number;
@@ -96,6 +105,7 @@ export async function measureHandovers(
     leasesHeldAt = Date.now();
   } finally {
     recorder.stop();
+    sightings.stop();
     await during?.stop();
   }
   const sigterms = await sigtermTimes(NS);
@@ -104,6 +114,7 @@ export async function measureHandovers(
     const at = sigterms.get(pod);
     return at === undefined ? [] : [{ pod, at }];
   });
+  const timelines = leaseTimelines(handovers, sidecarOf, sightings.pods, await nodeEvents(), firstAttempts(sightings.pods));
   return {
     overlay,
     replicas: before.length,
@@ -113,7 +124,62 @@ export async function measureHandovers(
     leasesHeldAt,
     stops,
     observations: recorder.observations,
+    timelines,
   };
+}
+
+/** Pods of the namespace as a watch here sees them: when each was added, bound, witnessed dead, reported terminated. */
+class PodWatch {
+  readonly pods = new Map<string, PodSightings>();
+  private readonly informer: Informer<V1Pod>;
+
+  constructor(http: KubeHttp, namespace: string, log: Logger) {
+    this.informer = new Informer<V1Pod>(http, { path: `/api/v1/namespaces/${namespace}/pods`, log });
+    const seen = (p: V1Pod) => {
+      const name = p.metadata?.name ?? '';
+      const now = Date.now();
+      const s = this.pods.get(name) ?? { name, uid: p.metadata?.uid, addedAt: this.synced ? now : undefined };
+      s.node ??= p.spec?.nodeName;
+      if (p.spec?.nodeName && s.boundAt === undefined && this.synced) s.boundAt = now;
+      if (s.witnessAt === undefined && witnessEvidence(p)) s.witnessAt = now;
+      const statuses = p.status?.containerStatuses ?? [];
+      if (s.reportedAt === undefined && p.metadata?.deletionTimestamp && statuses.length && statuses.every((c) => c.state?.terminated)) s.reportedAt = now;
+      this.pods.set(name, s);
+    };
+    this.informer.on('add', seen).on('update', seen);
+  }
+
+  private synced = false;
+
+  async start(): Promise<void> {
+    this.informer.start();
+    await this.informer.waitForSync();
+    this.synced = true;
+  }
+
+  stop(): void {
+    this.informer.stop();
+  }
+}
+
+/** Each new pod's sidecars' first attempt at their lease, from the kubelet's log files of the local nodes. */
+function firstAttempts(pods: ReadonlyMap<string, PodSightings>): Map<string, Map<string, number>> {
+  const out = new Map<string, Map<string, number>>();
+  for (const p of pods.values()) {
+    if (!p.node || !p.uid) continue;
+    const dir = join(localDir, 'nodes', p.node, 'var-log', 'pods', `${NS}_${p.name}_${p.uid}`);
+    for (const sidecar of Object.keys(SAMPLE_LEASES)) {
+      let log: string;
+      try {
+        log = readFileSync(join(dir, sidecar, '0.log'), 'utf8');
+      } catch {
+        continue;
+      }
+      const t = firstAttemptIn(log);
+      if (t !== undefined) out.set(p.name, (out.get(p.name) ?? new Map<string, number>()).set(sidecar, t));
+    }
+  }
+  return out;
 }
 
 const short = (pod: string) => pod.replace(/^csi-hostpath-controller-/, '');
