@@ -2,7 +2,7 @@
 // conditions it does not own), written only by the witness of the pod's own node (a ValidatingAdmissionPolicy
 // holds each writer to its node) and only on a pod already being deleted. The precise time is in the message:
 // a condition's own times have whole seconds, and the release rule compares it with a Lease's renewTime.
-import type { V1Pod, V1PodCondition } from '@kubernetes/client-node';
+import type { V1Node, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { microTime } from '../leaderelection/lease-record.js';
 import { parseKubeTime } from './kube-time.js';
 
@@ -11,14 +11,21 @@ export const CONTAINERS_EXITED_REASON = 'AllContainersExited';
 /** The witness's pods, in the operator's namespace (config/witness). */
 export const WITNESS_SELECTOR = 'app.kubernetes.io/name=csi-handover,app.kubernetes.io/component=witness';
 
-/** The nodes where a witness pod runs Ready (its pods list its node); a witness being deleted no longer counts. */
-export function witnessedNodes(witnessPods: readonly V1Pod[]): Set<string> {
-  const nodes = new Set<string>();
+const isReady = (o: { status?: { conditions?: { type: string; status: string }[] } }): boolean =>
+  o.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
+
+/**
+ * The nodes where a witness pod runs Ready, on a Ready node (a witness's pod stays Ready for a while after its
+ * node went silent); a witness being deleted no longer counts.
+ */
+export function witnessedNodes(witnessPods: readonly V1Pod[], nodes: readonly V1Node[]): Set<string> {
+  const readyNodes = new Set(nodes.filter(isReady).map((n) => n.metadata?.name ?? ''));
+  const out = new Set<string>();
   for (const p of witnessPods) {
-    const ready = p.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
-    if (ready && p.metadata?.deletionTimestamp == null && p.spec?.nodeName) nodes.add(p.spec.nodeName);
+    const node = p.spec?.nodeName;
+    if (node && readyNodes.has(node) && isReady(p) && p.metadata?.deletionTimestamp == null) out.add(node);
   }
-  return nodes;
+  return out;
 }
 
 export interface WitnessEvidence {

@@ -74,7 +74,7 @@ export class Operator {
       deployments: () => deployments.list(),
       gateTimeoutMs: cfg.gateTimeout,
       earlyStart: cfg.earlyStart,
-      witnessedNodes: () => witnessedNodes(witnesses.list()),
+      witnessedNodes: () => witnessedNodes(witnesses.list(), nodes.list()),
       reports,
       onReportChanged: (driver) => drivers.statusChanged(driver),
       access,

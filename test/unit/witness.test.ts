@@ -5,7 +5,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { CONTAINERS_EXITED, evidenceMessage, witnessCondition, witnessEvidence } from '../../src/handover/witness-evidence.js';
+import { CONTAINERS_EXITED, evidenceMessage, witnessCondition, witnessedNodes, witnessEvidence } from '../../src/handover/witness-evidence.js';
 import { containerIdOf, detectLayout, kubeletRootFromSelf, readPodCgroup } from '../../src/witness/cgroups.js';
 import { judge, wantsWitness } from '../../src/witness/judge.js';
 import { bundleKind, type CgroupKind, kindFromAnnotations } from '../../src/witness/runtime.js';
@@ -190,5 +190,19 @@ describe('evidence on the pod', () => {
     ['a time that is not RFC 3339', withMessage('every container exited by yesterday on node n; d')],
   ])('ignores %s', (_case, pod) => {
     expect(witnessEvidence(pod)).toBeUndefined();
+  });
+});
+
+describe('witnessedNodes', () => {
+  const wpod = (node: string, ready: string, deleting = false): V1Pod => ({
+    metadata: { name: `w-${node}`, ...(deleting ? { deletionTimestamp: new Date(T) } : {}) },
+    spec: { nodeName: node, containers: [] },
+    status: { conditions: [{ type: 'Ready', status: ready }] },
+  });
+  const node = (name: string, ready: string) => ({ metadata: { name }, status: { conditions: [{ type: 'Ready', status: ready }] } });
+  it('counts a Ready witness on a Ready node only', () => {
+    const nodes = [node('a', 'True'), node('b', 'True'), node('c', 'Unknown'), node('d', 'True')];
+    const pods = [wpod('a', 'True'), wpod('b', 'False'), wpod('c', 'True'), wpod('d', 'True', true), wpod('e', 'True')];
+    expect([...witnessedNodes(pods, nodes)]).toEqual(['a']);
   });
 });
