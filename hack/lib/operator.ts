@@ -3,7 +3,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
 import { HANDOVER_GATE } from '../../src/api/names.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
@@ -231,6 +231,7 @@ export async function operatorLeader(http: KubeHttp): Promise<V1Pod> {
  * template is taken out here (nobody would lift it on the pods it makes).
  */
 export async function uninstallOperator(http: KubeHttp, drivers: { namespace: string; deployment: string }[]): Promise<void> {
+  await uninstallWitness();
   await kubectl('delete', 'mutatingwebhookconfiguration', 'csi-handover', '--ignore-not-found');
   await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
   await waitOperatorPodsGone(http);
@@ -296,4 +297,29 @@ export async function operatorRequests(http: KubeHttp, caller?: string): Promise
     out.set(key, (out.get(key) ?? 0) + s.value);
   }
   return out;
+}
+
+export const WITNESS_NAMESPACE = 'csi-handover-witness';
+const witnessDs = `/apis/apps/v1/namespaces/${WITNESS_NAMESPACE}/daemonsets/csi-handover-witness`;
+
+/** Whether the node witness's DaemonSet has a ready, current pod on every node it wants. */
+export async function witnessesReady(http: KubeHttp): Promise<boolean> {
+  const ds = await http.get<V1DaemonSet>(witnessDs);
+  const s = ds.status;
+  return (
+    (s?.observedGeneration ?? 0) >= (ds.metadata?.generation ?? 1) &&
+    (s?.desiredNumberScheduled ?? 0) > 0 &&
+    s?.numberReady === s?.desiredNumberScheduled &&
+    s?.updatedNumberScheduled === s?.desiredNumberScheduled
+  );
+}
+
+/** Installs the node witness (config/witness) and waits for a ready witness on every node. */
+export async function installWitness(http: KubeHttp): Promise<void> {
+  await kubectl('apply', '-k', join(repoRoot, 'config', 'witness'));
+  await waitFor('a ready witness on every node', 120_000, () => witnessesReady(http).catch(() => false), 500);
+}
+
+export async function uninstallWitness(): Promise<void> {
+  await kubectl('delete', '-k', join(repoRoot, 'config', 'witness'), '--ignore-not-found', '--wait=true');
 }

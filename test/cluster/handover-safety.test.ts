@@ -1,7 +1,8 @@
 // Safety: a lease is released only for a holder proven dead. With the nodes' fault switches, the
 // operator must not release for a force-deleted pod, a pod on a partitioned node, or a pod whose node's kubelet
 // or containerd is down while it is deleted; in each case the lease changes hands only after the old holder's
-// processes are gone (the node records when they exited).
+// processes are gone (the node records when they exited). The node witness runs throughout: its evidence must
+// change none of that (it sees the processes run on, and the operator does not trust it for a force deletion).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
@@ -17,7 +18,15 @@ import {
   setPartitioned,
   waitFor,
 } from '../../hack/lib/cluster.js';
-import { installOperator, OPERATOR_NAMESPACE, operatorMetric, setSampleCrLevel, settledSampleLeader } from '../../hack/lib/operator.js';
+import {
+  installOperator,
+  installWitness,
+  OPERATOR_NAMESPACE,
+  operatorMetric,
+  setSampleCrLevel,
+  settledSampleLeader,
+  uninstallWitness,
+} from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -51,12 +60,14 @@ beforeAll(async () => {
   await deploySample('upstream-1replica');
   await setSampleCrLevel(http, 'Debug');
   await settledSampleLeader(http);
+  await installWitness(http);
 });
 
 afterAll(async () => {
   await setPartitioned('node-1', false).catch(() => undefined);
   await setPartitioned('node-2', false).catch(() => undefined);
   await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', 'GATE_TIMEOUT-').catch(() => undefined);
+  await uninstallWitness();
 });
 
 describe('no release without proof of death', () => {

@@ -2,7 +2,7 @@
 // kubelet reports them, and the operator releases the leases on that evidence; the admission policy holds each
 // witness to its own node's pods being deleted and to its own condition; with no witness the kubelet's report
 // still releases, as before.
-import type { V1DaemonSet, V1Pod } from '@kubernetes/client-node';
+import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { witnessEvidence } from '../../src/handover/witness-evidence.js';
 import { fixedToken } from '../../src/kube/config.js';
@@ -18,22 +18,29 @@ import {
   deploySample,
   kubeconfigPath,
   kubectl,
-  repoRoot,
   SAMPLE_DEPLOYMENT,
   SAMPLE_DRIVER,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
   waitFor,
 } from '../../hack/lib/cluster.js';
-import { installOperator, setOperatorMode, setSampleCrLevel, settledSample } from '../../hack/lib/operator.js';
+import {
+  installOperator,
+  installWitness,
+  setOperatorMode,
+  setSampleCrLevel,
+  settledSample,
+  uninstallWitness,
+  WITNESS_NAMESPACE as WITNESS_NS,
+  witnessesReady,
+} from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 const http = clusterHttp();
 const log = makeLogger('test', 'warn');
 const leases = Object.values(SAMPLE_LEASES);
-const witnessDir = join(repoRoot, 'config', 'witness');
-const WITNESS_NS = 'csi-handover-witness';
 const dsPath = `/apis/apps/v1/namespaces/${WITNESS_NS}/daemonsets/csi-handover-witness`;
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 
@@ -49,15 +56,16 @@ async function witnessPods(): Promise<V1Pod[]> {
   return list.items;
 }
 
-async function witnessesReady(): Promise<boolean> {
-  const ds = await http.get<V1DaemonSet>(dsPath);
-  const s = ds.status;
-  return (
-    (s?.observedGeneration ?? 0) >= (ds.metadata?.generation ?? 1) &&
-    (s?.desiredNumberScheduled ?? 0) > 0 &&
-    s?.numberReady === s?.desiredNumberScheduled &&
-    s?.updatedNumberScheduled === s?.desiredNumberScheduled
-  );
+/** The cgroup v1 freezer of a pod on the local nodes (cgroupfs driver: `<cgroupRoot>/kubepods/[<qos>/]pod<uid>`). */
+function freezerOf(p: V1Pod): string {
+  const pod = `pod${p.metadata?.uid ?? ''}`;
+  for (const root of readdirSync('/sys/fs/cgroup/freezer').filter((d) => d.startsWith('csi-handover-'))) {
+    for (const qos of ['', 'burstable', 'besteffort']) {
+      const dir = join('/sys/fs/cgroup/freezer', root, 'kubepods', qos, pod);
+      if (existsSync(dir)) return join(dir, 'freezer.state');
+    }
+  }
+  throw new Error(`no freezer cgroup for ${p.metadata?.name ?? ''} (${pod})`);
 }
 
 /** Per old pod: when (arrival here) the witness's evidence and the kubelet's all-terminated report were first seen. */
@@ -108,12 +116,11 @@ beforeAll(async () => {
   await deploySample('openshift');
   await setSampleCrLevel(http, 'Normal');
   await settledSample(http);
-  await kubectl('apply', '-k', witnessDir);
-  await waitFor('a ready witness on every node', 120_000, witnessesReady, 500);
+  await installWitness(http);
 });
 
 afterAll(async () => {
-  await kubectl('delete', '-k', witnessDir, '--ignore-not-found', '--wait=true');
+  await uninstallWitness();
 });
 
 describe('node witness', () => {
@@ -193,6 +200,25 @@ describe('node witness', () => {
     });
   });
 
+  it('a frozen witness (its processes stopped by the freezer) writes nothing; the kubelet’s report releases, as without it', async () => {
+    const witnesses = await witnessPods();
+    const freezers = witnesses.map((p) => freezerOf(p));
+    for (const f of freezers) writeFileSync(f, 'FROZEN');
+    try {
+      await waitFor('the witnesses frozen', 10_000, () => freezers.every((f) => readFileSync(f, 'utf8').trim() === 'FROZEN'), 100);
+      const { handovers, times } = await rollout('Debug');
+      expect(handovers.map((h) => h.lease).sort()).toEqual([...leases].sort());
+      for (const h of handovers) {
+        const t = times.get(h.oldHolder);
+        expect(t?.witnessAt, `no evidence on ${h.oldHolder}`).toBeUndefined();
+        expect(h.releasedAt, `${h.lease} released, not left to expire`).toBeDefined();
+        if (t?.kubeletAt !== undefined) expect(h.releasedAt ?? 0).toBeGreaterThanOrEqual(t.kubeletAt);
+      }
+    } finally {
+      for (const f of freezers) writeFileSync(f, 'THAWED');
+    }
+  });
+
   it('with no witness running, the kubelet’s report still releases the leases', async () => {
     await http.patch(dsPath, { spec: { template: { spec: { nodeSelector: { 'csi-handover.io/no-such-node': 'x' } } } } }, PatchType.strategic);
     try {
@@ -207,7 +233,7 @@ describe('node witness', () => {
       }
     } finally {
       await http.patch(dsPath, { spec: { template: { spec: { nodeSelector: null } } } }, PatchType.strategic);
-      await waitFor('a ready witness on every node again', 120_000, witnessesReady, 500);
+      await waitFor('a ready witness on every node again', 120_000, () => witnessesReady(http), 500);
     }
   });
 });
