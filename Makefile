@@ -6,7 +6,7 @@ NODE_BIN := $(shell hack/node.sh 2>/dev/null)
 export PATH := $(NODE_BIN):$(PATH)
 export KUBECONFIG := $(CURDIR)/.local/kubeconfig
 
-.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster test-reliability lint format demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image soak typecheck build clean
+.PHONY: help deps bins image cluster-up cluster-down test test-unit test-cluster test-reliability lint format demo bench bench-baseline bench-failover bench-kubelet bench-race bench-scale bench-cache bench-image bench-witness soak typecheck build clean
 
 help:
 	@echo "make demo            the whole story on a local cluster"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench-scale     the operator against 5,000 pods and 1,000 leases while handovers happen (SCALE_* vars)"
 	@echo "make bench-image     how fast the operator image starts on a real node: created, started, serving, Ready"
 	@echo "make soak            SOAK_ROLLOUTS rollouts with faults drawn at random, an independent observer checking the invariants"
+	@echo "make bench-witness  what the node witness costs per node: RSS and CPU, idle and through rollouts"
 	@echo "make bench-cache     heap per cached pod and node: as served, without managedFields, as the engine keeps them"
 
 deps: .local/.deps-ok
@@ -111,6 +112,10 @@ bench-image: deps bins
 
 bench-cache: deps
 	node --expose-gc --import tsx hack/bench/cache-size.ts
+
+bench-witness: deps bins
+	hack/cluster.sh up
+	npx tsx hack/bench/witness-cost.ts
 
 clean:
 	hack/cluster.sh wipe || true

@@ -3,7 +3,8 @@
 //      controller Deployment) and measure how long every sidecar has no leader — and, with a storage probe
 //      submitting real work every second (PVCs, attachments, resizes, snapshots), how long each sidecar's
 //      operations stall.
-//   2. With csi-handover: install the operator, `kubectl patch clustercsidriver … logLevel`, measure again.
+//   2. With csi-handover: install the operator and its node witness (config/witness), `kubectl patch
+//      clustercsidriver … logLevel`, measure again, and show where each handover's time went.
 //   3. Side by side, and what the operator reports in the ClusterCSIDriver.
 // DEMO_TIMINGS=upstream uses the upstream 15s/10s/5s lease timings (quicker); the default is OpenShift's
 // 137s/107s/26s, under which step 1 takes a few minutes — that is the point.
@@ -11,7 +12,8 @@ import { makeLogger } from '../src/log.js';
 import { formatHandovers, type Overlay, type RolloutResult, settle, waitSettled } from './bench/measure-rollout.js';
 import { type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './bench/storage-probe.js';
 import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
-import { installOperator, setOperatorMode, setSampleCrLevel } from './lib/operator.js';
+import { installOperator, installWitness, setOperatorMode, setSampleCrLevel } from './lib/operator.js';
+import { formatTimelines } from './bench/lease-timeline.js';
 import { setVerbosityDirectly } from './lib/rollout.js';
 
 const log = makeLogger('demo', process.env.LOG_LEVEL ?? 'warn');
@@ -28,8 +30,11 @@ const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.
 const without = withoutRun.rollout;
 console.log(`${formatHandovers(without)}\n`);
 
-console.log('== 2. With csi-handover: kubectl patch clustercsidriver hostpath.csi.k8s.io --type=merge -p \'{"spec":{"logLevel":"Trace"}}\' (4 → 6)');
+console.log(
+  '== 2. With csi-handover and its node witness: kubectl patch clustercsidriver hostpath.csi.k8s.io --type=merge -p \'{"spec":{"logLevel":"Trace"}}\' (4 → 6)',
+);
 await installOperator(http);
+await installWitness(http);
 await setOperatorMode(http, 'standalone'); // whatever an earlier benchmark left
 await setSampleCrLevel(http, 'Debug');
 // The CR starts at Debug (--v=4, what step 1 left); settle, then the change under test: Debug → Trace.
@@ -39,6 +44,8 @@ const withRun = await probedRollout(http, overlay, log, `demo-with-${Date.now().
 );
 const withOp = withRun.rollout;
 console.log(`${formatHandovers(withOp)}\n`);
+console.log("   Where the time went, per lease (seconds after the old leader's SIGTERM; the node's record, the API, the sidecar's log):");
+console.log(`${formatTimelines(withOp.timelines).replace(/^/gm, '   ')}\n`);
 
 console.log('== 3. Side by side, per sidecar: time without a leader (old leader SIGTERM → new leader), and the stall of');
 console.log('   its storage operations (the longest time none completed although one was pending)');
