@@ -1,6 +1,7 @@
 // The operator's Prometheus metrics, on one registry served at /metrics.
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { REFUSAL_REASONS } from './handover/plan.js';
+import { DEATH_EVIDENCE } from './handover/proven-dead.js';
 import { type RequestObserver, resourceOf } from './kube/http.js';
 
 export function makeMetrics() {
@@ -57,6 +58,13 @@ export function makeMetrics() {
     labelNames: ['released_by'] as const,
     registers: [registry],
   });
+  const releaseEvidence = new Counter({
+    name: 'csi_handover_release_evidence_total',
+    help: "The operator's releases by the proof of death they rested on (the kubelet's report, a finished deletion, the node witness)",
+    labelNames: ['evidence'] as const,
+    registers: [registry],
+  });
+  for (const evidence of DEATH_EVIDENCE) releaseEvidence.inc({ evidence }, 0);
   const refusedReleases = new Counter({
     name: 'csi_handover_refused_releases_total',
     help: 'Pending handovers the operator did not release, by reason (the holder was not proven dead)',
@@ -118,6 +126,7 @@ export function makeMetrics() {
     apiRequests,
     handoverGap,
     releases,
+    releaseEvidence,
     refusedReleases,
     releaseConflicts,
     gatesLifted,

@@ -7,12 +7,11 @@ import { parseKubeTime } from './kube-time.js';
 import { gracefulDeletionSeconds, type ObservedPod, podRef } from './observed-pod.js';
 import { witnessEvidence } from './witness-evidence.js';
 
+/** What a holder's death can rest on. */
+export const DEATH_EVIDENCE = ['deleted-after-containers-terminated', 'containers-terminated', 'pod-phase-terminal', 'witness-saw-containers-exit'] as const;
+
 export type DeathVerdict =
-  | {
-      dead: true;
-      evidence: 'deleted-after-containers-terminated' | 'containers-terminated' | 'pod-phase-terminal' | 'witness-saw-containers-exit';
-      message: string;
-    }
+  | { dead: true; evidence: (typeof DEATH_EVIDENCE)[number]; message: string }
   | { dead: false; reason: 'containers-running' | 'force-deleted' | 'node-not-ready' | 'status-unknown' | 'not-terminating'; message: string };
 
 type NotDeadReason = Extract<DeathVerdict, { dead: false }>['reason'];

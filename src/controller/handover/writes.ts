@@ -87,6 +87,7 @@ export class HandoverWrites {
     }
     this.writtenOver.note(written, rv, 'release');
     this.d.metrics.releases.inc({ released_by: 'operator' });
+    this.d.metrics.releaseEvidence.inc({ evidence: plan.evidence });
     log.info({ holder: plan.holder, pod: plan.pod, evidence: plan.evidence }, 'released the lease of a dead holder');
     return { released: true };
   }
