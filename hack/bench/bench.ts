@@ -64,7 +64,7 @@ const leases = Object.values(SAMPLE_LEASES);
 const witnessDir = join(repoRoot, 'config', 'witness');
 
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
-const slug = (s: Scenario) => `${s.who}-${s.timings}-${s.replicas}r`;
+const slug = (s: Scenario) => `${s.who.replace('+', '-')}-${s.timings}-${s.replicas}r`;
 const overlayFor = (s: Scenario): SampleOverlay => `${s.timings}${s.who === 'upstream-gate' ? '-release-on-exit' : ''}${s.replicas === 1 ? '-1replica' : ''}`;
 
 /**
