@@ -1,6 +1,7 @@
 // Is every container of a pod being deleted gone, by the kernel's account? A pure decision over what the witness
 // read; anything it cannot tell for sure proves nothing, and the operator falls back to the kubelet's report.
 import type { V1Pod } from '@kubernetes/client-node';
+import { DELETION_COST } from '../handover/deletion-cost.js';
 import { CONTAINERS_EXITED } from '../handover/witness-evidence.js';
 import type { PodCgroupReading } from './cgroups.js';
 import type { CgroupKind } from './runtime.js';
@@ -11,7 +12,7 @@ export type Judgement = { proven: true; exitedBy: number; detail: string } | { p
 export function wantsWitness(pod: V1Pod, leaderCost: string): boolean {
   const m = pod.metadata;
   if (m?.deletionTimestamp == null || !(typeof m.deletionGracePeriodSeconds === 'number' && m.deletionGracePeriodSeconds > 0)) return false;
-  if (m.annotations?.['controller.kubernetes.io/pod-deletion-cost'] !== leaderCost) return false;
+  if (m.annotations?.[DELETION_COST] !== leaderCost) return false;
   return !pod.status?.conditions?.some((c) => c.type === CONTAINERS_EXITED && c.status === 'True');
 }
 

@@ -72,6 +72,20 @@ function freezerOf(p: V1Pod): string {
 /** The operator's releases that rested on the node witness's evidence, so far. */
 const witnessedReleases = () => operatorMetric(http, 'csi_handover_release_evidence_total{evidence="witness-saw-containers-exit"}');
 
+/** A rollout in which the witness wrote nothing: every lease still released, on the kubelet's report, as without it. */
+async function expectReleasedWithoutWitness(): Promise<void> {
+  const before = await witnessedReleases();
+  const { handovers, times } = await rollout();
+  expect(await witnessedReleases()).toBe(before);
+  expect(handovers.map((h) => h.lease).sort()).toEqual([...leases].sort());
+  for (const h of handovers) {
+    const t = times.get(h.oldHolder);
+    expect(t?.witnessAt, `no evidence on ${h.oldHolder}`).toBeUndefined();
+    expect(h.releasedAt, `${h.lease} released, not left to expire`).toBeDefined();
+    if (t?.kubeletAt !== undefined) expect(h.releasedAt ?? 0).toBeGreaterThanOrEqual(t.kubeletAt);
+  }
+}
+
 /** Per old pod: when (arrival here) the witness's evidence and the kubelet's all-terminated report were first seen. */
 interface PodTimes {
   node?: string;
@@ -216,16 +230,7 @@ describe('node witness', () => {
     for (const f of freezers) writeFileSync(f, 'FROZEN');
     try {
       await waitFor('the witnesses frozen', 10_000, () => freezers.every((f) => readFileSync(f, 'utf8').trim() === 'FROZEN'), 100);
-      const before = await witnessedReleases();
-      const { handovers, times } = await rollout();
-      expect(await witnessedReleases()).toBe(before);
-      expect(handovers.map((h) => h.lease).sort()).toEqual([...leases].sort());
-      for (const h of handovers) {
-        const t = times.get(h.oldHolder);
-        expect(t?.witnessAt, `no evidence on ${h.oldHolder}`).toBeUndefined();
-        expect(h.releasedAt, `${h.lease} released, not left to expire`).toBeDefined();
-        if (t?.kubeletAt !== undefined) expect(h.releasedAt ?? 0).toBeGreaterThanOrEqual(t.kubeletAt);
-      }
+      await expectReleasedWithoutWitness();
     } finally {
       for (const f of freezers) writeFileSync(f, 'THAWED');
     }
@@ -235,16 +240,7 @@ describe('node witness', () => {
     await http.patch(dsPath, { spec: { template: { spec: { nodeSelector: { 'csi-handover.io/no-such-node': 'x' } } } } }, PatchType.strategic);
     try {
       await waitFor('no witness pod', 120_000, async () => (await witnessPods()).length === 0, 500);
-      const before = await witnessedReleases();
-      const { handovers, times } = await rollout();
-      expect(await witnessedReleases()).toBe(before);
-      expect(handovers.map((h) => h.lease).sort()).toEqual([...leases].sort());
-      for (const h of handovers) {
-        const t = times.get(h.oldHolder);
-        expect(t?.witnessAt, `no evidence on ${h.oldHolder}`).toBeUndefined();
-        expect(h.releasedAt, `${h.lease} released, not left to expire`).toBeDefined();
-        if (t?.kubeletAt !== undefined) expect(h.releasedAt ?? 0).toBeGreaterThanOrEqual(t.kubeletAt);
-      }
+      await expectReleasedWithoutWitness();
     } finally {
       await http.patch(dsPath, { spec: { template: { spec: { nodeSelector: null } } } }, PatchType.strategic);
       await waitFor('a ready witness on every node again', 120_000, () => witnessesReady(http), 500);
