@@ -11,6 +11,7 @@ try {
 }
 const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
 // A file can fail outside any test (a hook, an import): its tests are then skipped, and the file is what failed.
-const files = report.numFailedTestSuites ?? 0;
+// (numFailedTestSuites also counts the describe blocks around a failed test, so it is not this.)
+const files = (report.testResults ?? []).filter((f) => f.status === 'failed' && !(f.assertionResults ?? []).some((t) => t.status === 'failed')).length;
 const fileNote = files > 0 ? ` (${files} test file${files === 1 ? '' : 's'} failed outside a test: a hook or an import)` : '';
 console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped${fileNote}`);
