@@ -98,6 +98,34 @@ describe('charts/csi-handover', () => {
     expect((await render()).some((o) => o.kind === 'PrometheusRule' || o.kind === 'ServiceMonitor')).toBe(false);
   });
 
+  it('renders the node witness of config/witness when asked, with the chart image and resources, and nothing of it by default', async () => {
+    const strip = (o: K8sObject): K8sObject => ({
+      ...o,
+      metadata: { ...o.metadata, labels: Object.fromEntries(Object.entries(o.metadata.labels ?? {}).filter(([k]) => !HELM_LABELS.includes(k))) },
+    });
+    const isWitness = (o: K8sObject) => o.metadata.labels?.['app.kubernetes.io/component'] === 'witness';
+    const objs = await render('witness.enabled=true', 'image.tag=v9', 'witness.resources.requests.cpu=7m');
+    const fromHelm = new Map(objs.filter(isWitness).map((o) => [key(o), strip(o)]));
+    const fromKustomize = new Map(
+      docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'witness')])).stdout).map((o) => [key(o), o]),
+    );
+    expect([...fromHelm.keys()].sort()).toEqual([...fromKustomize.keys()].sort());
+    for (const [k, o] of fromHelm) {
+      // What the values change: the image and the resources of its one container; the rest as config/witness has it.
+      if (o.kind === 'DaemonSet') {
+        const c = (o as unknown as { spec: { template: { spec: { containers: Record<string, unknown>[] } } } }).spec.template.spec.containers[0] ?? {};
+        expect(c.image).toBe('csi-handover.local/csi-handover:v9');
+        expect(c.resources).toEqual({ requests: { cpu: '7m' } });
+        const shipped = (fromKustomize.get(k) as unknown as { spec: { template: { spec: { containers: Record<string, unknown>[] } } } }).spec.template.spec
+          .containers[0];
+        Object.assign(c, { image: shipped?.image, resources: shipped?.resources });
+      }
+      expect(JSON.parse(JSON.stringify(o)), k).toEqual(fromKustomize.get(k));
+      expect(objs.find((x) => key(x) === k)?.metadata.labels?.['app.kubernetes.io/managed-by']).toBe('Helm');
+    }
+    expect((await render()).some(isWitness)).toBe(false);
+  });
+
   it.each([
     ['mode=both', 'mode must be standalone or companion, not "both"'],
     ['webhook.certSource=vault', 'webhook.certSource must be self or service-ca, not "vault"'],
