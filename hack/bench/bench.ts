@@ -6,7 +6,7 @@
 // Output: a table on stdout, .local/bench/bench.json, and an SVG timeline per scenario.
 //   BENCH_RUNS=n            repetitions per scenario (default 1)
 //   BENCH_TIMINGS=upstream  only one timing (upstream|openshift); BENCH_WHO=stock,standalone; BENCH_REPLICAS=2
-//   --report                print the tables of the last run again (from .local/bench/bench.json)
+//   --report [files]        print the tables of the last run again (.local/bench/bench.json), or of saved runs together
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
@@ -477,11 +477,18 @@ function printReport(summaries: Summary[]): void {
   for (const line of targets(summaries)) console.log(line);
 }
 
-if (process.argv.includes('--report')) {
-  // The tables again from the last run's results, without measuring anything.
-  const saved = JSON.parse(readFileSync(join(outDir, 'bench.json'), 'utf8')) as { measuredAt: string; runs: number; summaries: Summary[] };
-  console.log(`make bench results of ${saved.measuredAt}, ${saved.runs} run(s) per scenario:\n`);
-  printReport(saved.summaries);
+const report = process.argv.indexOf('--report');
+if (report >= 0) {
+  // The tables again from saved results, without measuring anything: the last run's, or those of the files named
+  // (runs on the same nodes one after another, e.g. stock measured apart), side by side.
+  const files = process.argv.slice(report + 1);
+  const saved = (files.length ? files : [join(outDir, 'bench.json')]).map(
+    (f) => JSON.parse(readFileSync(f, 'utf8')) as { measuredAt: string; runs: number; summaries: Summary[] },
+  );
+  for (const x of saved)
+    console.log(`make bench results of ${x.measuredAt}, ${x.runs} run(s) per scenario: ${x.summaries.map((y) => name(y.scenario)).join(', ')}`);
+  console.log('');
+  printReport(saved.flatMap((x) => x.summaries));
   process.exit(0);
 }
 
