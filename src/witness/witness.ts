@@ -27,6 +27,8 @@ interface Watched {
   pod: V1Pod;
   since: number;
   lastWhy?: string;
+  /** What each container id's bundle said: it never changes, and reading and parsing it every sweep costs CPU the node needs then. */
+  kinds: Map<string, CgroupKind>;
   writing?: boolean;
   /** After a failed write: not before this time (ms), and how many failed in a row. */
   retryAt?: number;
@@ -79,7 +81,7 @@ export class Witness {
     if (!wantsWitness(pod, this.opts.leaderCost)) return this.forget(key);
     const w = this.watched.get(key);
     if (w && w.pod.metadata?.uid === pod.metadata?.uid) w.pod = pod;
-    else this.watched.set(key, { pod, since: this.now() });
+    else this.watched.set(key, { pod, since: this.now(), kinds: new Map() });
     this.metrics.watching.set(this.watched.size);
   }
 
@@ -103,12 +105,15 @@ export class Witness {
     const uid = w.pod.metadata?.uid ?? '';
     let verdict;
     try {
-      const reading = await readPodCgroup(this.opts.layout, uid, this.now);
-      const kinds = new Map<string, CgroupKind | undefined>();
+      const reading = readPodCgroup(this.opts.layout, uid, this.now);
       if (reading.found) {
-        for (const c of reading.children.filter((x) => x.tasks > 0)) kinds.set(c.id, await bundleKind(this.opts.bundleTemplates, c.id, uid));
+        for (const c of reading.children.filter((x) => x.tasks > 0 && !w.kinds.has(x.id))) {
+          // Unknown (no bundle yet, unreadable) is asked again next sweep.
+          const kind = await bundleKind(this.opts.bundleTemplates, c.id, uid);
+          if (kind) w.kinds.set(c.id, kind);
+        }
       }
-      verdict = judge(reading, kinds);
+      verdict = judge(reading, w.kinds);
     } catch (err) {
       verdict = { proven: false as const, why: `cannot read its cgroups: ${String(err)}` };
     }

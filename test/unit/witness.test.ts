@@ -53,7 +53,7 @@ describe('cgroup readers', () => {
     const layout = await detectLayout(fs, undefined, `8:pids:/node-1/kubepods/burstable/pod${UID}/${C1}\n`);
     expect(layout).toEqual({ version: 1, base: join(fs, 'pids', 'node-1') });
     let clock = T;
-    const r = await readPodCgroup(layout, UID, () => clock++);
+    const r = readPodCgroup(layout, UID, () => clock++);
     // The clock's last reading (one per place looked) is the listing time: nothing read later moves it.
     expect(r.found && r.listedAt).toBe(clock - 1);
     expect(r.found && Object.fromEntries(r.children.map((c) => [c.id, c.tasks]))).toEqual({ [SANDBOX]: 1, [C1]: 0, [C2]: 3 });
@@ -71,7 +71,7 @@ describe('cgroup readers', () => {
       writeFileSync(join(pod, id, 'cgroup.events'), `populated ${populated}\nfrozen 0\n`);
     }
     const layout = await detectLayout(fs, undefined, '0::/\n');
-    const r = await readPodCgroup(layout, UID, () => T);
+    const r = readPodCgroup(layout, UID, () => T);
     expect(r.found && r.children.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
       { id: SANDBOX, tasks: 1 },
       { id: C1, tasks: 0 },
@@ -80,7 +80,7 @@ describe('cgroup readers', () => {
 
   it('says where it looked when the pod has no cgroup, and refuses a tree with neither v2 nor the v1 pids hierarchy', async () => {
     const fs = v1Tree({});
-    const r = await readPodCgroup(await detectLayout(fs, '/node-2', ''), 'other-uid', () => T);
+    const r = readPodCgroup(await detectLayout(fs, '/node-2', ''), 'other-uid', () => T);
     expect(r).toEqual({ found: false, looked: expect.arrayContaining([join(fs, 'pids', 'node-2', 'kubepods', 'podother-uid')]) });
     await expect(detectLayout(tmp(), undefined, '')).rejects.toThrow(/neither cgroup v2/);
   });
