@@ -1,6 +1,6 @@
 // make demo: the whole story on the local cluster, with the real upstream CSI sidecars.
 //   1. Without csi-handover: change the driver's log level the way csi-operator does (rewrite --v in the
-//      controller Deployment) and measure how long every sidecar has no leader — and, with a storage probe
+//      controller Deployment and the node DaemonSet) and measure how long every sidecar has no leader — and, with a storage probe
 //      submitting real work every second (PVCs, attachments, resizes, snapshots), how long each sidecar's
 //      operations stall.
 //   2. With csi-handover: install the operator and its node witness (config/witness), `kubectl patch
@@ -11,7 +11,17 @@
 import { makeLogger } from '../src/log.js';
 import { formatHandovers, type Overlay, type RolloutResult, settle, waitSettled } from './bench/measure-rollout.js';
 import { type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './bench/storage-probe.js';
-import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
+import {
+  clusterHttp,
+  kubeconfigPath,
+  kubectl,
+  SAMPLE_DAEMONSET,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_DRIVER,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  waitFor,
+} from './lib/cluster.js';
 import { installOperator, installWitness, setOperatorMode, setSampleCrLevel } from './lib/operator.js';
 import { formatTimelines } from './bench/lease-timeline.js';
 import { setVerbosityDirectly } from './lib/rollout.js';
@@ -22,10 +32,10 @@ const timings = process.env.DEMO_TIMINGS === 'upstream' ? 'upstream' : 'openshif
 const overlay: Overlay = process.env.DEMO_REPLICAS === '1' ? `${timings}-1replica` : timings;
 
 await removeStaleProbes(http, log);
-console.log(`== 1. Without csi-handover (${overlay} timings): log level 2 → 4 by rewriting --v in the Deployment`);
+console.log(`== 1. Without csi-handover (${overlay} timings): log level 2 → 4 by rewriting --v in the Deployment and the DaemonSet`);
 await settle(http, overlay, log);
 const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.now().toString(36)}`, () =>
-  setVerbosityDirectly(http, NS, SAMPLE_DEPLOYMENT, 4),
+  setVerbosityDirectly(http, NS, { deployment: SAMPLE_DEPLOYMENT, daemonSet: SAMPLE_DAEMONSET }, 4),
 );
 const without = withoutRun.rollout;
 console.log(`${formatHandovers(without)}\n`);

@@ -18,6 +18,7 @@ import {
   kubectl,
   localDir,
   repoRoot,
+  SAMPLE_DAEMONSET,
   SAMPLE_DEPLOYMENT,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
@@ -144,11 +145,11 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
   return waitSettled(http);
 }
 
-/** The log-level change: through the CR for standalone; for the others, as csi-operator does it, in the template. */
+/** The log-level change: through the CR for standalone; for the others, as csi-operator does it, in the Deployment and DaemonSet templates. */
 async function trigger(s: Scenario): Promise<void> {
   const v = templateVerbosity(await driverDeployment()) === 4 ? 2 : 4;
   if (standaloneMode(s.who)) await http.patch(crPath, { spec: { logLevel: LEVELS[v] } }, PatchType.merge);
-  else await setVerbosityDirectly(http, NS, SAMPLE_DEPLOYMENT, v);
+  else await setVerbosityDirectly(http, NS, { deployment: SAMPLE_DEPLOYMENT, daemonSet: SAMPLE_DAEMONSET }, v);
 }
 
 // ---- one measured run ----

@@ -98,6 +98,7 @@ export async function nodeComponent(action: 'stop' | 'start', node: string, comp
 export const samplesDir = join(repoRoot, 'config', 'samples', 'hostpath');
 export const SAMPLE_NAMESPACE = 'csi-hostpath';
 export const SAMPLE_DEPLOYMENT = 'csi-hostpath-controller';
+export const SAMPLE_DAEMONSET = 'csi-hostpath-node';
 export const SAMPLE_DRIVER = 'hostpath.csi.k8s.io';
 
 /** The five controller sidecar leases of the sample driver (facts §1, dots sanitised to dashes). */

@@ -1,6 +1,6 @@
 // Rollout helpers for tests, demo and benchmarks: trigger a rollout the way `kubectl rollout restart`
 // does, and wait until a Deployment has fully rolled out and every old pod is gone.
-import type { V1Deployment, V1Lease, V1Pod, V1PodList } from '@kubernetes/client-node';
+import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod, V1PodList } from '@kubernetes/client-node';
 import { type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { waitFor } from './cluster.js';
 
@@ -81,9 +81,18 @@ export function templateVerbosity(d: V1Deployment): number | undefined {
   return undefined;
 }
 
-/** csi-operator's way of applying a log level: rewrite --v=N in every container of the Deployment. */
-export async function setVerbosityDirectly(http: KubeHttp, ns: string, name: string, v: number): Promise<void> {
-  const d = await http.get<V1Deployment>(deploymentPath(ns, name));
-  for (const c of d.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
-  await http.request('PUT', deploymentPath(ns, name), { body: d });
+/**
+ * csi-operator's way of applying a log level: rewrite --v=N in every container of the controller Deployment and
+ * of the node DaemonSet (both roll, as when csi-handover applies the ClusterCSIDriver's level).
+ */
+export async function setVerbosityDirectly(http: KubeHttp, ns: string, workloads: { deployment: string; daemonSet?: string }, v: number): Promise<void> {
+  const paths = [
+    deploymentPath(ns, workloads.deployment),
+    ...(workloads.daemonSet ? [`/apis/apps/v1/namespaces/${ns}/daemonsets/${workloads.daemonSet}`] : []),
+  ];
+  for (const path of paths) {
+    const w = await http.get<V1Deployment | V1DaemonSet>(path);
+    for (const c of w.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
+    await http.request('PUT', path, { body: w });
+  }
 }
