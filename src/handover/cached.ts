@@ -3,6 +3,7 @@
 // volumes, probes, resources) and a node its Ready condition rather than its image list. Cached objects are
 // only ever read and patched (never written back whole), so nothing dropped here can be lost on the server.
 // test/unit/handover-cached.test.ts checks every decision reads the same on a pod and its cached form.
+import { readyCondition } from './ready.js';
 import type { V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { HANDOVER_STATE } from '../api/names.js';
 import { DELETION_COST } from './deletion-cost.js';
@@ -77,7 +78,7 @@ export function podForCache(pod: V1Pod): V1Pod {
 /** A node as decisions see it: its name and whether it is Ready. */
 export function nodeForCache(node: V1Node): V1Node {
   const m = node.metadata;
-  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  const ready = readyCondition(node);
   return {
     metadata: m && { name: m.name, uid: m.uid, resourceVersion: m.resourceVersion },
     status: ready && { conditions: [{ type: ready.type, status: ready.status, reason: ready.reason }] },
@@ -86,6 +87,5 @@ export function nodeForCache(node: V1Node): V1Node {
 
 /** Whether a node update changes what decisions see (its readiness), rather than only its heartbeat. */
 export function readinessChanged(node: V1Node, old: V1Node | undefined): boolean {
-  const ready = (n: V1Node | undefined) => n?.status?.conditions?.find((c) => c.type === 'Ready')?.status;
-  return old === undefined || ready(node) !== ready(old);
+  return old === undefined || readyCondition(node)?.status !== readyCondition(old)?.status;
 }

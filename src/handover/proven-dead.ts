@@ -2,6 +2,7 @@
 // Only on positive evidence from the kubelet, a finished graceful deletion, or the witness of the pod's own node
 // (the kernel's view of its container cgroups, src/witness). Everything else (force deletions, silent nodes,
 // containers that may restart) is "not proven", and the lease expires as it always did.
+import { readyCondition } from './ready.js';
 import type { V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { parseKubeTime } from './kube-time.js';
 import { gracefulDeletionSeconds, type ObservedPod, podRef } from './observed-pod.js';
@@ -72,7 +73,7 @@ function nodeNotReady(pod: V1Pod, nodes: ReadonlyMap<string, V1Node>): string | 
   if (!nodeName) return 'it is not bound to a node';
   const node = nodes.get(nodeName);
   if (!node) return `its node ${nodeName} is not observed`;
-  const ready = node.status?.conditions?.find((c) => c.type === 'Ready');
+  const ready = readyCondition(node);
   if (ready?.status !== 'True') return `its node ${nodeName} is not Ready (Ready=${ready?.status ?? 'absent'})`;
   return undefined;
 }

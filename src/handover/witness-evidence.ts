@@ -2,6 +2,7 @@
 // conditions it does not own), written only by the witness of the pod's own node (a ValidatingAdmissionPolicy
 // holds each writer to its node) and only on a pod already being deleted. The precise time is in the message:
 // a condition's own times have whole seconds, and the release rule compares it with a Lease's renewTime.
+import { isReady } from './ready.js';
 import type { V1Node, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { microTime } from '../leaderelection/lease-record.js';
 import { parseKubeTime } from './kube-time.js';
@@ -10,9 +11,6 @@ export const CONTAINERS_EXITED = 'csi-handover.io/containers-exited';
 export const CONTAINERS_EXITED_REASON = 'AllContainersExited';
 /** The witness's pods, in the operator's namespace (config/witness). */
 export const WITNESS_SELECTOR = 'app.kubernetes.io/name=csi-handover,app.kubernetes.io/component=witness';
-
-const isReady = (o: { status?: { conditions?: { type: string; status: string }[] } }): boolean =>
-  o.status?.conditions?.find((c) => c.type === 'Ready')?.status === 'True';
 
 /**
  * The nodes where a witness pod runs Ready, on a Ready node (a witness's pod stays Ready for a while after its
