@@ -15,9 +15,10 @@ export const MIN_SAMPLES = 3;
 /** Between the predicted release and the earliest predicted attempt. */
 export const MARGIN_MS = 300;
 /**
- * An early start that acquired its lease this long after being let go lost the race: a first attempt that finds
- * the lease free takes one pod start (seconds); one that finds it held adds a retry period (5s upstream, 26s on
- * OpenShift) and more.
+ * An early start that acquired its lease this long after both being let go and the release lost the race: a
+ * first attempt that finds the lease free takes one pod start (seconds); one that finds it held waits for its
+ * next retry (26s apart on OpenShift; upstream's 5s goes unnoticed and costs little). From the later of the two:
+ * a pod let go for one old leader can take another's lease long after, right on that one's release.
  */
 export const LOST_AFTER_MS = 8_000;
 
@@ -106,7 +107,7 @@ export function lessonOf(
   const death = h.stopAt === undefined ? undefined : h.releasedAt - h.stopAt;
   if (!letGo) return { death };
   if (!letGo.early) return letGo.at >= h.releasedAt - RELEASE_ORDER_SLACK_MS ? { death, start: h.acquiredAt - letGo.at } : { death };
-  return { death, lost: h.acquiredAt - letGo.at > LOST_AFTER_MS };
+  return { death, lost: h.acquiredAt - Math.max(letGo.at, h.releasedAt) > LOST_AFTER_MS };
 }
 
 /** After a pod started before the release lost the race, its workload's new pods wait for releases this long. */

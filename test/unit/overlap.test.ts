@@ -66,9 +66,21 @@ describe('lessonOf (what one handover teaches)', () => {
     ['an early pod that acquired at its first attempt: did not lose', h, { at: 10_100, early: true }, { death: 1000, lost: false }],
     [
       'an early pod that acquired after a retry period: lost',
-      { ...h, acquiredAt: 10_100 + LOST_AFTER_MS + 1 },
+      { ...h, acquiredAt: 11_000 + LOST_AFTER_MS + 1 },
       { at: 10_100, early: true },
       { death: 1000, lost: true },
+    ],
+    [
+      'an early pod that acquired within a retry of the release, long after it was let go: did not lose',
+      { ...h, acquiredAt: 11_000 + LOST_AFTER_MS },
+      { at: 10_100, early: true },
+      { death: 1000, lost: false },
+    ],
+    [
+      'an early pod let go for one leader that takes another leader’s lease half a minute later, on its release: did not lose',
+      { releasedBy: 'operator', stopAt: 40_000, releasedAt: 40_800, acquiredAt: 41_500 },
+      { at: 10_100, early: true },
+      { death: 800, lost: false },
     ],
     ['a pod never gated (a candidate that was up already): only the death', h, undefined, { death: 1000 }],
     ['released by the holder itself or by expiry: nothing', { ...h, releasedBy: 'holder' }, { at: 11_050, early: false }, {}],
