@@ -40,7 +40,9 @@ const RETRY = { initialMs: 100, maxMs: 5_000 };
 export class Witness {
   private readonly pods: Informer<V1Pod>;
   private readonly watched = new Map<string, Watched>();
+  /** Sweeps run only while a leader is being deleted: an idle witness wakes for nothing but its watch. */
   private timer: NodeJS.Timeout | undefined;
+  private started = false;
   private polling = false;
   private readonly now: () => number;
 
@@ -63,12 +65,14 @@ export class Witness {
   }
 
   start(): void {
+    this.started = true;
     this.pods.start();
-    this.timer = setInterval(() => void this.poll(), this.opts.pollMs);
+    this.sweepWhileWatching();
   }
 
   stop(): void {
-    clearInterval(this.timer);
+    this.started = false;
+    this.sweepWhileWatching();
     this.pods.stop();
   }
 
@@ -83,10 +87,21 @@ export class Witness {
     if (w && w.pod.metadata?.uid === pod.metadata?.uid) w.pod = pod;
     else this.watched.set(key, { pod, since: this.now(), kinds: new Map() });
     this.metrics.watching.set(this.watched.size);
+    this.sweepWhileWatching();
   }
 
   private forget(key: string): void {
     if (this.watched.delete(key)) this.metrics.watching.set(this.watched.size);
+    this.sweepWhileWatching();
+  }
+
+  private sweepWhileWatching(): void {
+    const want = this.started && this.watched.size > 0;
+    if (want && this.timer === undefined) this.timer = setInterval(() => void this.poll(), this.opts.pollMs);
+    if (!want && this.timer !== undefined) {
+      clearInterval(this.timer);
+      this.timer = undefined;
+    }
   }
 
   /** One sweep over the pods being deleted; a sweep still running (a slow filesystem) is not overlapped. */
