@@ -115,8 +115,9 @@ export const LOST_BACKOFF_MS = 10 * 60_000;
 
 /**
  * Where the node witness runs on the old leader's node, a new pod may start at once: the witness's evidence
- * releases the lease within about 0.1 s of the leader's last exit, before a pod admitted now has its sandbox
- * (~0.65 s), as the sidecars' own release on exit does. Not after a pod of the workload started that way lost the
+ * releases the lease a few hundred milliseconds after the leader's last exit (0.3–0.9 s after its SIGTERM
+ * through a rollout on busy nodes), before a pod admitted now first tries it (1.5–3 s: docs/benchmarks.md), as
+ * the sidecars' own release on exit lets it. Not after a pod of the workload started that way lost the
  * race lately (a leader slow to die), nor where no witness runs: undefined, wait for the release.
  */
 export function witnessLiftAt(node: string | undefined, witnessed: ReadonlySet<string>, lastLostAt: number | undefined, now: number): number | undefined {
