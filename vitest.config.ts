@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-const RELIABILITY = ['test/cluster/faults.test.ts', 'test/cluster/soak.test.ts'];
+const RELIABILITY = ['test/cluster/faults.test.ts', 'test/cluster/soak.test.ts', 'test/cluster/cert-rotation.test.ts'];
 
 export default defineConfig({
   test: {
@@ -22,8 +22,8 @@ export default defineConfig({
         },
       },
       {
-        // The fault matrix and a short soak (make test-reliability): a quarter of an hour of faults on the real
-        // cluster, kept out of make test so CI stays within its budget.
+        // The fault matrix, a short soak and certificate rotation (make test-reliability): a quarter of an hour on
+        // the real cluster, kept out of make test so CI stays within its budget.
         test: {
           name: 'reliability',
           include: RELIABILITY,
