@@ -4,26 +4,15 @@
 // still releases, as before.
 import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { witnessEvidence } from '../../src/handover/witness-evidence.js';
 import { fixedToken } from '../../src/kube/config.js';
 import { KubeApiError } from '../../src/kube/errors.js';
 import { KubeHttp, PatchType } from '../../src/kube/http.js';
-import { Informer } from '../../src/kube/informer.js';
 import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
 import { makeLogger } from '../../src/log.js';
-import { handoversFrom } from '../../hack/bench/handovers.js';
-import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
-import {
-  clusterHttp,
-  deploySample,
-  kubeconfigPath,
-  kubectl,
-  SAMPLE_DEPLOYMENT,
-  SAMPLE_DRIVER,
-  SAMPLE_LEASES,
-  SAMPLE_NAMESPACE as NS,
-  waitFor,
-} from '../../hack/lib/cluster.js';
+import type { Handover } from '../../hack/bench/handovers.js';
+import type { LeaseTimeline } from '../../hack/bench/lease-timeline.js';
+import { measureHandovers } from '../../hack/bench/measure-rollout.js';
+import { clusterHttp, deploySample, kubeconfigPath, kubectl, SAMPLE_DRIVER, SAMPLE_LEASES, waitFor } from '../../hack/lib/cluster.js';
 import {
   installOperator,
   installWitness,
@@ -35,7 +24,6 @@ import {
   WITNESS_NAMESPACE as WITNESS_NS,
   witnessesReady,
 } from '../../hack/lib/operator.js';
-import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
@@ -44,11 +32,6 @@ const log = makeLogger('test', 'warn');
 const leases = Object.values(SAMPLE_LEASES);
 const dsPath = `/apis/apps/v1/namespaces/${WITNESS_NS}/daemonsets/csi-handover-witness`;
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
-
-const allTerminated = (p: V1Pod): boolean => {
-  const s = p.status?.containerStatuses ?? [];
-  return s.length > 0 && s.every((c) => c.state?.terminated != null);
-};
 
 async function witnessPods(): Promise<V1Pod[]> {
   const list = await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${WITNESS_NS}/pods`, {
@@ -72,61 +55,31 @@ function freezerOf(p: V1Pod): string {
 /** The operator's releases that rested on the node witness's evidence, so far. */
 const witnessedReleases = () => operatorMetric(http, 'csi_handover_release_evidence_total{evidence="witness-saw-containers-exit"}');
 
+/** A log-level change (Normal ↔ Debug), measured as make bench measures a rollout: each handover and its timeline. */
+async function rollout(): Promise<{ handovers: Handover[]; timelines: LeaseTimeline[] }> {
+  const cr = await http.get<{ spec?: { logLevel?: string } }>(crPath);
+  const level = cr.spec?.logLevel === 'Debug' ? 'Normal' : 'Debug';
+  const r = await measureHandovers(http, 'openshift', log, () => http.patch(crPath, { spec: { logLevel: level } }, PatchType.merge));
+  for (const t of r.timelines) {
+    console.log(
+      `${t.lease}: ${t.oldPod} → ${t.newPod}: after SIGTERM, last exit +${t.lastExit} ms, evidence +${t.evidence} ms, ` +
+        `release +${t.released} ms, kubelet's report +${t.kubeletReport} ms, acquired +${t.acquired} ms`,
+    );
+  }
+  return r;
+}
+
 /** A rollout in which the witness wrote nothing: every lease still released, on the kubelet's report, as without it. */
 async function expectReleasedWithoutWitness(): Promise<void> {
   const before = await witnessedReleases();
-  const { handovers, times } = await rollout();
+  const { handovers, timelines } = await rollout();
   expect(await witnessedReleases()).toBe(before);
   expect(handovers.map((h) => h.lease).sort()).toEqual([...leases].sort());
-  for (const h of handovers) {
-    const t = times.get(h.oldHolder);
-    expect(t?.witnessAt, `no evidence on ${h.oldHolder}`).toBeUndefined();
-    expect(h.releasedAt, `${h.lease} released, not left to expire`).toBeDefined();
-    if (t?.kubeletAt !== undefined) expect(h.releasedAt ?? 0).toBeGreaterThanOrEqual(t.kubeletAt);
+  for (const t of timelines) {
+    expect(t.evidence, `no evidence on ${t.oldPod}`).toBeUndefined();
+    expect(t.released, `${t.lease} released, not left to expire`).toBeDefined();
+    if (t.kubeletReport !== undefined) expect(t.released ?? 0).toBeGreaterThanOrEqual(t.kubeletReport);
   }
-}
-
-/** Per old pod: when (arrival here) the witness's evidence and the kubelet's all-terminated report were first seen. */
-interface PodTimes {
-  node?: string;
-  witnessAt?: number;
-  exitedBy?: number;
-  kubeletAt?: number;
-}
-
-/** A log-level change (Normal ↔ Debug) with every lease and pod change recorded; returns the handovers and the old pods' times. */
-async function rollout() {
-  const before = await settledSample(http);
-  const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
-  await recorder.start();
-  const times = new Map<string, PodTimes>();
-  const pods = new Informer<V1Pod>(http, { path: `/api/v1/namespaces/${NS}/pods`, log });
-  const seen = (p: V1Pod) => {
-    const t = times.get(p.metadata?.name ?? '') ?? { node: p.spec?.nodeName };
-    const w = witnessEvidence(p);
-    if (w && t.witnessAt === undefined) Object.assign(t, { witnessAt: Date.now(), exitedBy: w.exitedBy });
-    if (p.metadata?.deletionTimestamp && allTerminated(p) && t.kubeletAt === undefined) t.kubeletAt = Date.now();
-    times.set(p.metadata?.name ?? '', t);
-  };
-  pods.on('add', seen).on('update', seen);
-  pods.start();
-  await pods.waitForSync();
-  try {
-    const cr = await http.get<{ spec?: { logLevel?: string } }>(crPath);
-    await http.patch(crPath, { spec: { logLevel: cr.spec?.logLevel === 'Debug' ? 'Normal' : 'Debug' } }, PatchType.merge);
-    const names = new Set(before.map((p) => p.metadata?.name));
-    const after = await waitFor('new pods', 300_000, async () => {
-      const now = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 300_000);
-      return now.every((p) => !names.has(p.metadata?.name)) ? now : undefined;
-    });
-    await waitLeasesHeldBy(http, NS, leases, after, 300_000);
-  } finally {
-    recorder.stop();
-    pods.stop();
-  }
-  const old = new Set(before.map((p) => p.metadata?.name ?? ''));
-  const handovers = handoversFrom(recorder.observations, await sigtermTimes(NS)).filter((h) => old.has(h.oldHolder));
-  return { handovers, times };
 }
 
 beforeAll(async () => {
@@ -145,24 +98,20 @@ afterAll(async () => {
 describe('node witness', () => {
   it('releases each old leader’s leases on its evidence, before the kubelet reports the containers terminated', async () => {
     const before = await witnessedReleases();
-    const { handovers, times } = await rollout();
+    const { handovers, timelines } = await rollout();
     expect(handovers.map((h) => h.lease).sort()).toEqual([...leases].sort());
-    for (const h of handovers) {
-      const t = times.get(h.oldHolder);
-      console.log(
-        `${h.lease}: ${h.oldHolder} → ${h.newHolder}: gap ${h.gapMs} ms; evidence +${(t?.witnessAt ?? NaN) - (h.stopAt ?? NaN)} ms, ` +
-          `release +${(h.releasedAt ?? NaN) - (h.stopAt ?? NaN)} ms, kubelet's report +${(t?.kubeletAt ?? NaN) - (h.stopAt ?? NaN)} ms after SIGTERM`,
-      );
-      expect(t?.witnessAt, `evidence on ${h.oldHolder}`).toBeDefined();
-      expect(h.releasedAt, `${h.lease} released, not left to expire`).toBeDefined();
-      expect(h.releasedAt ?? 0).toBeGreaterThanOrEqual(t?.witnessAt ?? Infinity);
+    // Every step is in milliseconds after the old leader's SIGTERM (the node's record), seen here by one watch.
+    for (const t of timelines) {
+      expect(t.evidence, `evidence on ${t.oldPod}`).toBeDefined();
+      expect(t.released, `${t.lease} released, not left to expire`).toBeDefined();
+      expect(t.released ?? 0).toBeGreaterThanOrEqual(t.evidence ?? Infinity);
     }
     // The releases rested on the witness's evidence (the operator's own count: these, and the snapshot
     // controller's if an earlier test left it managed).
     expect((await witnessedReleases()) - before).toBeGreaterThanOrEqual(handovers.length);
     // Before the kubelet's report: impossible without the witness, whose rule needs that report. How much before
     // varies with the sandbox's teardown (0.2–0.6 s here), so one release ahead of its pod's report proves it.
-    expect(handovers.some((h) => (h.releasedAt ?? Infinity) < (times.get(h.oldHolder)?.kubeletAt ?? -Infinity))).toBe(true);
+    expect(timelines.some((t) => (t.released ?? Infinity) < (t.kubeletReport ?? -Infinity))).toBe(true);
   });
 
   describe('the admission policy', () => {
