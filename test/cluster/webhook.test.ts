@@ -9,7 +9,7 @@ import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/a
 import { PatchType } from '../../src/kube/http.js';
 import { isNotFound } from '../../src/kube/errors.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
-import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, waitOperatorPodsGone } from '../../hack/lib/operator.js';
+import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, uninstallWitness, waitOperatorPodsGone } from '../../hack/lib/operator.js';
 import { shellController, webhookAnswered, webhookCovers, webhookFailedOpen } from '../../hack/lib/webhook-fixture.js';
 import { deploymentPath, rolloutRestart, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
@@ -48,6 +48,8 @@ async function replace(pod: V1Pod): Promise<V1Pod> {
 }
 
 beforeAll(async () => {
+  // The gate is what is under test: where a node witness runs, new pods start ungated (witness.test.ts).
+  await uninstallWitness();
   await installOperator(http);
   await kubectl('create', 'namespace', NS);
   await grantDriverNamespace(http, NS);
