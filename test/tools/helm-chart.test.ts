@@ -28,6 +28,13 @@ const key = (o: K8sObject) => `${o.kind}/${o.metadata.namespace ?? ''}/${o.metad
 async function helm(...args: string[]): Promise<string> {
   return (await run(join(binDir, 'helm'), args, { maxBuffer: 16 * 1024 * 1024 })).stdout;
 }
+/** The objects `kubectl kustomize` renders of a directory under config/. */
+const kustomize = async (dir: string): Promise<K8sObject[]> => docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', dir)])).stdout);
+/** The object without the labels Helm adds to everything (no labels left: none). */
+const withoutHelmLabels = (o: K8sObject): K8sObject => {
+  const labels = Object.fromEntries(Object.entries(o.metadata.labels ?? {}).filter(([k]) => !HELM_LABELS.includes(k)));
+  return { ...o, metadata: { ...o.metadata, labels: Object.keys(labels).length ? labels : undefined } };
+};
 const render = async (...set: string[]) =>
   docs(await helm('template', 'csi-handover', chart, '--namespace', 'csi-handover', '--include-crds', ...set.flatMap((s) => ['--set', s])));
 const deploymentEnv = (objs: K8sObject[]): Record<string, string> => {
@@ -43,14 +50,8 @@ describe('charts/csi-handover', () => {
   });
 
   it('renders with its defaults the objects of config/default (but the Namespace), Helm labels aside', async () => {
-    const strip = (o: K8sObject): K8sObject => {
-      const labels = Object.fromEntries(Object.entries(o.metadata.labels ?? {}).filter(([k]) => !HELM_LABELS.includes(k)));
-      return { ...o, metadata: { ...o.metadata, labels: Object.keys(labels).length ? labels : undefined } };
-    };
-    const fromHelm = new Map((await render()).map((o) => [key(o), strip(o)]));
-    const fromKustomize = new Map(
-      docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'default')])).stdout).map((o) => [key(o), o]),
-    );
+    const fromHelm = new Map((await render()).map((o) => [key(o), withoutHelmLabels(o)]));
+    const fromKustomize = new Map((await kustomize('default')).map((o) => [key(o), o]));
     expect([...fromKustomize.keys()].filter((k) => !fromHelm.has(k))).toEqual(['Namespace//csi-handover']);
     expect([...fromHelm.keys()].filter((k) => !fromKustomize.has(k))).toEqual([]);
     for (const [k, o] of fromHelm) expect(JSON.parse(JSON.stringify(o)), k).toEqual(fromKustomize.get(k));
@@ -90,25 +91,17 @@ describe('charts/csi-handover', () => {
   it('renders the ServiceMonitor and the PrometheusRule of config/prometheus when asked', async () => {
     const objs = await render('monitoring.serviceMonitor=true', 'monitoring.prometheusRule=true');
     const rule = objs.find((o) => o.kind === 'PrometheusRule');
-    const shipped = docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'prometheus')])).stdout).find(
-      (o) => o.kind === 'PrometheusRule',
-    );
+    const shipped = (await kustomize('prometheus')).find((o) => o.kind === 'PrometheusRule');
     expect(rule?.spec).toEqual(shipped?.spec);
     expect(objs.some((o) => o.kind === 'ServiceMonitor')).toBe(true);
     expect((await render()).some((o) => o.kind === 'PrometheusRule' || o.kind === 'ServiceMonitor')).toBe(false);
   });
 
   it('renders the node witness of config/witness when asked, with the chart image and resources, and nothing of it by default', async () => {
-    const strip = (o: K8sObject): K8sObject => ({
-      ...o,
-      metadata: { ...o.metadata, labels: Object.fromEntries(Object.entries(o.metadata.labels ?? {}).filter(([k]) => !HELM_LABELS.includes(k))) },
-    });
     const isWitness = (o: K8sObject) => o.metadata.labels?.['app.kubernetes.io/component'] === 'witness';
     const objs = await render('witness.enabled=true', 'image.tag=v9', 'witness.resources.requests.cpu=7m');
-    const fromHelm = new Map(objs.filter(isWitness).map((o) => [key(o), strip(o)]));
-    const fromKustomize = new Map(
-      docs((await run(join(binDir, 'kubectl'), ['kustomize', join(repoRoot, 'config', 'witness')])).stdout).map((o) => [key(o), o]),
-    );
+    const fromHelm = new Map(objs.filter(isWitness).map((o) => [key(o), withoutHelmLabels(o)]));
+    const fromKustomize = new Map((await kustomize('witness')).map((o) => [key(o), o]));
     expect([...fromHelm.keys()].sort()).toEqual([...fromKustomize.keys()].sort());
     for (const [k, o] of fromHelm) {
       // What the values change: the image and the resources of its one container; the rest as config/witness has it.
