@@ -17,7 +17,6 @@ import {
   deploySample,
   kubectl,
   localDir,
-  repoRoot,
   SAMPLE_DAEMONSET,
   SAMPLE_DEPLOYMENT,
   SAMPLE_LEASES,
@@ -28,6 +27,7 @@ import {
 import {
   installCrd,
   installOperator,
+  installWitness,
   LEVELS,
   OPERATOR_NAMESPACE,
   operatorMetric,
@@ -36,6 +36,7 @@ import {
   operatorRequests,
   setOperatorMode,
   uninstallOperator,
+  uninstallWitness,
 } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
@@ -66,7 +67,6 @@ const runsOf = (s: Scenario) => (withOperator(s.who) ? runs : slowRuns);
 const outDir = join(localDir, 'bench');
 const crPath = SAMPLE_CR_PATH;
 const leases = Object.values(SAMPLE_LEASES);
-const witnessDir = join(repoRoot, 'config', 'witness');
 
 const name = (s: Scenario) => `${s.who} ${s.timings} ${s.replicas}r`;
 const slug = (s: Scenario) => `${s.who.replace('+', '-')}-${s.timings}-${s.replicas}r`;
@@ -117,7 +117,7 @@ async function operatorInstalled(): Promise<boolean> {
 async function prepare(s: Scenario): Promise<V1Pod[]> {
   const overlay = overlayFor(s);
   const operator = withOperator(s.who);
-  if (!withWitness(s.who)) await kubectl('delete', '-k', witnessDir, '--ignore-not-found', '--wait=true');
+  if (!withWitness(s.who)) await uninstallWitness();
   if (!operator) {
     await uninstallOperator(http, [{ namespace: NS, deployment: SAMPLE_DEPLOYMENT }]);
   } else {
@@ -127,10 +127,7 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     await setSampleCrLevel(http, LEVELS[templateVerbosity(await driverDeployment().catch(() => ({}))) ?? 2] ?? 'Normal');
     if (!(await operatorInstalled())) await installOperator(http);
     await setOperatorMode(http, standaloneMode(s.who) ? 'standalone' : 'companion');
-    if (withWitness(s.who)) {
-      await kubectl('apply', '-k', witnessDir);
-      await kubectl('-n', 'csi-handover-witness', 'rollout', 'status', 'daemonset/csi-handover-witness', '--timeout=120s');
-    }
+    if (withWitness(s.who)) await installWitness(http);
   }
   const switched = overlay !== deployedOverlay;
   if (switched) {

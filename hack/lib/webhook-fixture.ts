@@ -6,7 +6,7 @@ import { DRIVER_LABEL } from '../../src/api/names.js';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { waitFor } from './cluster.js';
 
-export const WEBHOOK = 'pods.csi-handover.io';
+const WEBHOOK = 'pods.csi-handover.io';
 
 export function shellController(namespace: string, name: string, dieAfterSeconds: number): V1Deployment {
   return {

@@ -12,9 +12,10 @@ import { makeLogger } from '../../src/log.js';
 import type { Handover } from '../../hack/bench/handovers.js';
 import type { LeaseTimeline } from '../../hack/bench/lease-timeline.js';
 import { measureHandovers } from '../../hack/bench/measure-rollout.js';
-import { clusterHttp, deploySample, kubeconfigPath, kubectl, SAMPLE_DRIVER, SAMPLE_LEASES, waitFor } from '../../hack/lib/cluster.js';
+import { clusterHttp, deploySample, kubeconfigPath, kubectl, SAMPLE_LEASES, waitFor } from '../../hack/lib/cluster.js';
 import {
   installOperator,
+  SAMPLE_CR_PATH,
   installWitness,
   operatorMetric,
   setOperatorMode,
@@ -31,7 +32,6 @@ const http = clusterHttp();
 const log = makeLogger('test', 'warn');
 const leases = Object.values(SAMPLE_LEASES);
 const dsPath = `/apis/apps/v1/namespaces/${WITNESS_NS}/daemonsets/csi-handover-witness`;
-const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 
 async function witnessPods(): Promise<V1Pod[]> {
   const list = await http.get<{ items: V1Pod[] }>(`/api/v1/namespaces/${WITNESS_NS}/pods`, {
@@ -57,9 +57,9 @@ const witnessedReleases = () => operatorMetric(http, 'csi_handover_release_evide
 
 /** A log-level change (Normal ↔ Debug), measured as make bench measures a rollout: each handover and its timeline. */
 async function rollout(): Promise<{ handovers: Handover[]; timelines: LeaseTimeline[] }> {
-  const cr = await http.get<{ spec?: { logLevel?: string } }>(crPath);
+  const cr = await http.get<{ spec?: { logLevel?: string } }>(SAMPLE_CR_PATH);
   const level = cr.spec?.logLevel === 'Debug' ? 'Normal' : 'Debug';
-  const r = await measureHandovers(http, 'openshift', log, () => http.patch(crPath, { spec: { logLevel: level } }, PatchType.merge));
+  const r = await measureHandovers(http, 'openshift', log, () => http.patch(SAMPLE_CR_PATH, { spec: { logLevel: level } }, PatchType.merge));
   for (const t of r.timelines) {
     console.log(
       `${t.lease}: ${t.oldPod} → ${t.newPod}: after SIGTERM, last exit +${t.lastExit} ms, evidence +${t.evidence} ms, ` +
