@@ -1,6 +1,6 @@
 // Which of a workload's handovers are pending — a lease held by a pod being stopped that is not proven dead —
 // and when new pods may start before the release: what the admission and the workload plans both decide on.
-import type { V1Deployment, V1Lease } from '@kubernetes/client-node';
+import type { V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { parseKubeTime } from './kube-time.js';
 import { isTerminating, type ObservedPod } from './observed-pod.js';
 import { provenDead } from './proven-dead.js';
@@ -41,6 +41,16 @@ export function expiresAt(lease: V1Lease): number | undefined {
 export function pendingHandovers(s: HandoverSnapshot, held: readonly HeldLease[], now: number): HeldLease[] {
   return held.filter(({ lease, holder }) => isTerminating(holder) && !provenDead(holder, s.nodes).dead && !((expiresAt(lease) ?? Infinity) <= now));
 }
+/**
+ * Whether a handover of the pod's workload is pending as `s` has it. At a pod's first sighting this says whether
+ * it was created mid-handover: the ReplicaSet creates the replacement after the old pod's deletion, and one pod
+ * watch delivers both in that order.
+ */
+export function handoverPendingFor(s: HandoverSnapshot, pod: V1Pod): boolean {
+  const dep = s.workloadOf(pod);
+  return dep !== undefined && pendingHandovers(s, heldLeases(s, dep), s.now).length > 0;
+}
+
 export const describePending = (pending: readonly HeldLease[]): string[] =>
   pending.map(({ lease, holder }) => `${lease.metadata?.namespace ?? ''}/${lease.metadata?.name ?? ''} ← ${holder.pod.metadata?.name ?? ''}`);
 

@@ -117,6 +117,22 @@ export type AdmissionPlan =
   | { gate: true; message: string; patch: unknown[]; earlyAt?: number };
 
 /**
+ * Whether re-reading the holders could change a new pod's admission: not when every holder of its workload's
+ * leases would let it start at once even while being stopped (a live node witness where it runs, no lost race
+ * lately) — ungated either way, so the webhook answers from its cache and the pod is created that much sooner.
+ * Whether it started mid-handover is then told by the order of the pod watch (handoverPendingFor).
+ */
+export function admissionSettled(s: HandoverSnapshot, pod: V1Pod, early?: EarlyLift): boolean {
+  const dep = s.workloadOf(pod);
+  if (!dep) return true;
+  if (!early) return false;
+  return heldLeases(s, dep).every(({ holder }) => {
+    const at = early(holder);
+    return at !== undefined && at <= s.now;
+  });
+}
+
+/**
  * A new pod of a managed controller is held back only while a handover is pending for its workload: then its
  * sidecars would try the lease before the release and wait a retry period — unless the old leader is predicted
  * to be released before they can try. Otherwise — and for every pod of anything else — it is admitted

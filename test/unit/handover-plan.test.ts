@@ -6,7 +6,10 @@ import { describe, expect, it } from 'vitest';
 import { HANDOVER_GATE, HANDOVER_STATE, RELEASED_BY_OPERATOR } from '../../src/api/names.js';
 import { DELETION_COST } from '../../src/handover/deletion-cost.js';
 import type { ObservedPod } from '../../src/handover/observed-pod.js';
+import { handoverPendingFor } from '../../src/handover/pending.js';
 import {
+  type AdmissionPlan,
+  admissionSettled,
   alreadyDone,
   handoverOwner,
   type LeasePlan,
@@ -518,6 +521,52 @@ describe('starting new pods before the release (overlap)', () => {
     const lift = now.actions.find((a) => a.kind === 'lift');
     expect(lift).toMatchObject({ reason: 'overlap' });
     expect(JSON.stringify(lift?.kind === 'lift' && lift.patch)).toContain('started: overlap: ');
+  });
+
+  describe('admissionSettled: the webhook may answer from its cache (no re-read of the holders)', () => {
+    const world = (holders: PodOpts[]) =>
+      snapshotOf(
+        {
+          deployments: [deployment()],
+          pods: holders.map((o, i) => observed(`ctrl-${i}`, o)),
+          leases: holders.map((_o, i) => lease(`ctrl-${i}`, { name: `lease-${i}` })),
+          nodes,
+        },
+        NOW,
+      );
+    const onN1 = (h: ObservedPod) => (h.pod.spec?.nodeName === 'n1' ? NOW : undefined);
+    it.each<[string, PodOpts[], ((h: ObservedPod) => number | undefined) | undefined, V1Pod | undefined, boolean]>([
+      ['every holder would let a new pod start now (a witness on its node): settled', [{}, { node: 'n1' }], onN1, undefined, true],
+      ['one holder on a node without a witness: re-read', [{}, { node: 'n2' }], onN1, undefined, false],
+      ['no early starts at all: re-read', [{}], undefined, undefined, false],
+      ['an early start only later: re-read', [{}], () => NOW + 400, undefined, false],
+      ['a pod of no managed workload: settled (nothing to read)', [{}], undefined, { metadata: { labels: { app: 'other' }, namespace: NS } }, true],
+    ])('%s', (_n, holders, early, pod, want) => {
+      expect(admissionSettled(world(holders), pod ?? newPod(), early)).toBe(want);
+    });
+
+    it('settled means ungated either way: whether or not the cache has seen the holder being stopped yet', () => {
+      const running = planAdmission(world([{}]), newPod(), onN1);
+      const stopping = planAdmission(world([{ deleting: true }]), newPod(), onN1);
+      const said = (p: AdmissionPlan) => (p.gate ? 'gate' : p.reason);
+      expect([said(running), said(stopping)]).toEqual(['no-handover-pending', 'overlap']);
+    });
+  });
+
+  it('handoverPendingFor: a pod first seen while its workload’s leader is being stopped was created mid-handover', () => {
+    const stopping = snapshotOf({ deployments: [deployment()], pods: [observed('ctrl-old', { deleting: true })], leases: [lease('ctrl-old')], nodes }, NOW);
+    const running = snapshotOf({ deployments: [deployment()], pods: [observed('ctrl-old')], leases: [lease('ctrl-old')], nodes }, NOW);
+    const dead = snapshotOf(
+      { deployments: [deployment()], pods: [observed('ctrl-old', { gone: true, state: 'terminated' })], leases: [lease('ctrl-old')], nodes },
+      NOW,
+    );
+    const other: V1Pod = { metadata: { namespace: NS, labels: { app: 'other' } } };
+    expect([
+      handoverPendingFor(stopping, newPod()),
+      handoverPendingFor(running, newPod()),
+      handoverPendingFor(dead, newPod()),
+      handoverPendingFor(stopping, other),
+    ]).toEqual([true, false, false, false]);
   });
 
   it('a holder without a prediction keeps every new pod waiting for the release', () => {

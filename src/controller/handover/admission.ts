@@ -5,7 +5,7 @@ import type { Logger } from 'pino';
 import type { Clock } from '../../clock.js';
 import { isTerminating, type ObservedPod, observePod, observePodGone, podRef } from '../../handover/observed-pod.js';
 import { heldLeases } from '../../handover/pending.js';
-import { type AdmissionPlan, planAdmission } from '../../handover/plan.js';
+import { type AdmissionPlan, admissionSettled, planAdmission } from '../../handover/plan.js';
 import { POD_PATCH, type WriteAccess } from '../../kube/access.js';
 import { type KubeHttp } from '../../kube/http.js';
 import { isNotFound } from '../../kube/errors.js';
@@ -20,12 +20,15 @@ export class HandoverAdmission {
    * leader's deletion, which the informer may not have delivered yet. Each holder of the workload's leases is
    * read again (usually one pod: the leader holds every lease) unless the cache already shows it being stopped:
    * what matters is whether a handover is pending, and a read could only add that it died meanwhile, which the
-   * release right after tells anyway. A failed read keeps what was observed.
+   * release right after tells anyway. A failed read keeps what was observed. No read where its answer could not
+   * change the plan (a live witness on every holder's node: ungated either way) — under a rollout's load it took
+   * 7–108 ms, all of it added to the new pod's creation.
    */
   async admit(pod: V1Pod, signal: AbortSignal): Promise<AdmissionPlan> {
     const cached = this.d.world.snapshot();
     const dep = cached.workloadOf(pod);
-    if (!dep) return planAdmission(cached, pod);
+    const early = this.d.early.earlyLift(cached);
+    if (!dep || admissionSettled(cached, pod, early)) return planAdmission(cached, pod, early);
     const fresh = new Map<string, ObservedPod>();
     await Promise.all(heldLeases(cached, dep).map(({ holder }) => this.reread(holder, fresh, signal)));
     const s = this.d.world.snapshot(fresh);

@@ -4,6 +4,7 @@
 import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { hasHandoverGate } from '../../handover/gate.js';
 import { podIdentity } from '../../handover/holder.js';
+import { handoverPendingFor } from '../../handover/pending.js';
 import { planLease, planOperatorLeaving, planOrphanGate, planWorkload } from '../../handover/plan.js';
 import { workloadRef } from '../../handover/snapshot.js';
 import type { ReconcileResult, WorkQueue } from '../../kube/workqueue.js';
@@ -76,7 +77,7 @@ export class HandoverController implements Part {
 
   private readonly podSeen = (pod: V1Pod): void => {
     const { previous, observed } = this.world.podSeen(pod);
-    this.early.podSeen(pod, previous);
+    this.early.podSeen(pod, previous, () => handoverPendingFor(this.world.snapshot(), pod));
     this.writes.seen({ pod });
     if (pod.metadata?.deletionTimestamp) this.reporting.podStopping(pod, observed);
     this.route(pod);

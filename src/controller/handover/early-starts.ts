@@ -35,11 +35,16 @@ export class EarlyStarts {
     },
   ) {}
 
-  /** Let go: our gate gone since the last sight, or a first sight of a pod admitted ungated mid-handover. */
-  podSeen(pod: V1Pod, previous: ObservedPod | undefined): void {
+  /**
+   * Let go: our gate gone since the last sight, or a first sight of a pod admitted ungated mid-handover — marked
+   * so by the webhook, or created while its workload's handover was pending (`pendingNow`, asked only then: the
+   * webhook answers from its cache without the mark where a witness runs on the holder's node).
+   */
+  podSeen(pod: V1Pod, previous: ObservedPod | undefined, pendingNow: () => boolean): void {
     const uid = uidOf(pod);
-    const early = pod.metadata?.annotations?.[HANDOVER_STATE]?.startsWith(OVERLAP_STATE_PREFIX) === true;
-    if (!hasHandoverGate(pod) && !this.letGo.has(uid) && (previous ? hasHandoverGate(previous.pod) : early)) this.letGo.set(uid, { at: this.d.now(), early });
+    if (hasHandoverGate(pod) || this.letGo.has(uid)) return;
+    const marked = pod.metadata?.annotations?.[HANDOVER_STATE]?.startsWith(OVERLAP_STATE_PREFIX) === true;
+    if (previous ? hasHandoverGate(previous.pod) : marked || pendingNow()) this.letGo.set(uid, { at: this.d.now(), early: marked || !previous });
   }
 
   prune(cutoff: number): void {
