@@ -11,17 +11,7 @@
 import { makeLogger } from '../src/log.js';
 import { formatHandovers, type Overlay, type RolloutResult, settle, waitSettled } from './bench/measure-rollout.js';
 import { type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './bench/storage-probe.js';
-import {
-  clusterHttp,
-  kubeconfigPath,
-  kubectl,
-  SAMPLE_DAEMONSET,
-  SAMPLE_DEPLOYMENT,
-  SAMPLE_DRIVER,
-  SAMPLE_LEASES,
-  SAMPLE_NAMESPACE as NS,
-  waitFor,
-} from './lib/cluster.js';
+import { clusterHttp, kubeconfigPath, kubectl, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from './lib/cluster.js';
 import { installOperator, installWitness, setOperatorMode, setSampleCrLevel } from './lib/operator.js';
 import { formatTimelines } from './bench/lease-timeline.js';
 import { setVerbosityDirectly } from './lib/rollout.js';
@@ -34,9 +24,7 @@ const overlay: Overlay = process.env.DEMO_REPLICAS === '1' ? `${timings}-1replic
 await removeStaleProbes(http, log);
 console.log(`== 1. Without csi-handover (${overlay} timings): log level 2 → 4 by rewriting --v in the Deployment and the DaemonSet`);
 await settle(http, overlay, log);
-const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.now().toString(36)}`, () =>
-  setVerbosityDirectly(http, NS, { deployment: SAMPLE_DEPLOYMENT, daemonSet: SAMPLE_DAEMONSET }, 4),
-);
+const withoutRun = await probedRollout(http, overlay, log, `demo-without-${Date.now().toString(36)}`, () => setVerbosityDirectly(http, NS, SAMPLE_DRIVER, 4));
 const without = withoutRun.rollout;
 console.log(`${formatHandovers(without)}\n`);
 

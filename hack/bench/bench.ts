@@ -17,10 +17,11 @@ import {
   deploySample,
   kubectl,
   localDir,
-  SAMPLE_DAEMONSET,
   SAMPLE_DEPLOYMENT,
+  SAMPLE_DRIVER,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
+  SAMPLE_SNAPSHOT_CONTROLLER,
   type SampleOverlay,
   waitFor,
 } from '../lib/cluster.js';
@@ -135,6 +136,11 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     await deploySample(overlay);
     deployedOverlay = overlay;
   }
+  // Every scenario rolls the same pods, the snapshot-controller's (the sixth sidecar) included: labelled for the
+  // driver (the sample leaves it unlabelled; a cluster test labels it), at the controller's level, so that the
+  // log-level change rolls it whoever applies it.
+  await kubectl('-n', NS, 'label', '--overwrite', `deployment/${SAMPLE_SNAPSHOT_CONTROLLER.deployment}`, `csi-handover.io/driver=${SAMPLE_DRIVER}`);
+  if (!standaloneMode(s.who)) await setVerbosityDirectly(http, NS, SAMPLE_DRIVER, templateVerbosity(await driverDeployment()) ?? 2);
   // Settled: the template is what the operator wants (standalone), the rollout is done, every lease has a
   // current holder, and no pod waits at a gate.
   if (standaloneMode(s.who)) {
@@ -157,11 +163,11 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
   return pods;
 }
 
-/** The log-level change: through the CR for standalone; for the others, as csi-operator does it, in the Deployment and DaemonSet templates. */
+/** The log-level change: through the CR for standalone; for the others, as csi-operator does it, in the driver's Deployment and DaemonSet templates. */
 async function trigger(s: Scenario): Promise<void> {
   const v = templateVerbosity(await driverDeployment()) === 4 ? 2 : 4;
   if (standaloneMode(s.who)) await http.patch(crPath, { spec: { logLevel: LEVELS[v] } }, PatchType.merge);
-  else await setVerbosityDirectly(http, NS, { deployment: SAMPLE_DEPLOYMENT, daemonSet: SAMPLE_DAEMONSET }, v);
+  else await setVerbosityDirectly(http, NS, SAMPLE_DRIVER, v);
 }
 
 // ---- one measured run ----

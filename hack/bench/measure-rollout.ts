@@ -1,12 +1,22 @@
 // One measured rollout of the sample driver: deploy (or re-configure) an overlay, let it settle, restart
 // the controller Deployment as `kubectl rollout restart` does, and return every lease handover with its gap
 // from the old holder's SIGTERM to the new holder's acquisition, as observed by a Lease watch.
-import type { V1Pod } from '@kubernetes/client-node';
+import type { V1Deployment, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
-import { deploySample, localDir, nodeEvents, type SampleOverlay, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../lib/cluster.js';
+import {
+  deploySample,
+  localDir,
+  nodeEvents,
+  type SampleOverlay,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE as NS,
+  SAMPLE_SNAPSHOT_CONTROLLER as SNAP,
+  waitFor,
+} from '../lib/cluster.js';
 import { uninstallOperator } from '../lib/operator.js';
-import { rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
+import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../lib/rollout.js';
 import { type Handover, handoversFrom, type LeaseObservation } from './handovers.js';
 import { LeaseRecorder, sigtermTimes } from './recorder.js';
 import { firstAttemptIn, type LeaseTimeline, leaseTimelines, type PodSightings } from './lease-timeline.js';
@@ -61,8 +71,8 @@ export async function settle(http: KubeHttp, overlay: Overlay, log: Logger): Pro
 export async function waitSettled(http: KubeHttp): Promise<V1Pod[]> {
   const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
   await waitLeasesHeldBy(http, NS, leases, pods, SETTLE_MS);
-  const snapshotControllers = await waitRolloutComplete(http, NS, 'snapshot-controller', SETTLE_MS);
-  await waitLeasesHeldBy(http, NS, ['snapshot-controller-leader'], snapshotControllers, SETTLE_MS);
+  const snapshotControllers = await waitRolloutComplete(http, NS, SNAP.deployment, SETTLE_MS);
+  await waitLeasesHeldBy(http, NS, [SNAP.lease], snapshotControllers, SETTLE_MS);
   return pods;
 }
 
@@ -72,8 +82,10 @@ export async function measureRollout(http: KubeHttp, overlay: Overlay, log: Logg
 }
 
 /**
- * Measures one rollout, whatever triggers it: waits until the Deployment has replaced every pod it had and
- * every lease is held by a new pod, then returns the handovers out of the old pods.
+ * Measures one rollout, whatever triggers it: waits until the controller Deployment has replaced every pod it had
+ * and every lease is held by a new pod, then returns the handovers out of the old pods. The snapshot-controller
+ * (the sixth sidecar, its own Deployment) is measured too when the trigger rolls it (labelled for the driver, a
+ * log-level change): its template's generation moved.
  */
 export async function measureHandovers(
   http: KubeHttp,
@@ -84,8 +96,11 @@ export async function measureHandovers(
 ): Promise<RolloutResult> {
   const before = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
   await waitLeasesHeldBy(http, NS, leases, before, SETTLE_MS);
-  const oldPods = new Set(before.map((p) => p.metadata?.name ?? ''));
-  const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+  const snapBefore = await waitRolloutComplete(http, NS, SNAP.deployment, SETTLE_MS);
+  const snapGeneration = async () => (await http.get<V1Deployment>(deploymentPath(NS, SNAP.deployment))).metadata?.generation ?? 0;
+  const snapGenerationBefore = await snapGeneration();
+  const oldPods = new Set([...before, ...snapBefore].map((p) => p.metadata?.name ?? ''));
+  const recorder = new LeaseRecorder(http, NS, new Set([...leases, SNAP.lease]), log);
   await recorder.start();
   const sightings = new PodWatch(http, NS, log);
   await sightings.start();
@@ -102,6 +117,13 @@ export async function measureHandovers(
     });
     rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
     await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
+    if ((await snapGeneration()) > snapGenerationBefore) {
+      const snapAfter = await waitFor('every snapshot-controller pod replaced', SETTLE_MS, async () => {
+        const pods = await waitRolloutComplete(http, NS, SNAP.deployment, SETTLE_MS);
+        return pods.every((p) => !oldPods.has(p.metadata?.name ?? '')) ? pods : undefined;
+      });
+      await waitLeasesHeldBy(http, NS, [SNAP.lease], snapAfter, SETTLE_MS);
+    }
     leasesHeldAt = Date.now();
   } finally {
     recorder.stop();
@@ -168,7 +190,7 @@ function firstAttempts(pods: ReadonlyMap<string, PodSightings>): Map<string, Map
   for (const p of pods.values()) {
     if (!p.node || !p.uid) continue;
     const dir = join(localDir, 'nodes', p.node, 'var-log', 'pods', `${NS}_${p.name}_${p.uid}`);
-    for (const sidecar of Object.keys(SAMPLE_LEASES)) {
+    for (const sidecar of [...Object.keys(SAMPLE_LEASES), SNAP.container]) {
       let log: string;
       try {
         log = readFileSync(join(dir, sidecar, '0.log'), 'utf8');
@@ -183,7 +205,7 @@ function firstAttempts(pods: ReadonlyMap<string, PodSightings>): Map<string, Map
 }
 
 const short = (pod: string) => pod.replace(/^csi-hostpath-controller-/, '');
-const sidecarOf = (lease: string) => Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease;
+const sidecarOf = (lease: string) => (lease === SNAP.lease ? SNAP.container : (Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease));
 
 /** A plain-text table of handovers, one line per lease handover. */
 export function formatHandovers(r: RolloutResult): string {

@@ -98,7 +98,6 @@ export async function nodeComponent(action: 'stop' | 'start', node: string, comp
 export const samplesDir = join(repoRoot, 'config', 'samples', 'hostpath');
 export const SAMPLE_NAMESPACE = 'csi-hostpath';
 export const SAMPLE_DEPLOYMENT = 'csi-hostpath-controller';
-export const SAMPLE_DAEMONSET = 'csi-hostpath-node';
 export const SAMPLE_DRIVER = 'hostpath.csi.k8s.io';
 
 /** The five controller sidecar leases of the sample driver (facts §1, dots sanitised to dashes). */
@@ -109,6 +108,9 @@ export const SAMPLE_LEASES = {
   'csi-snapshotter': 'external-snapshotter-leader-hostpath-csi-k8s-io',
   'csi-external-health-monitor-controller': 'external-health-monitor-leader-hostpath-csi-k8s-io',
 } as const;
+
+/** The sample's snapshot-controller (its own Deployment, the sixth sidecar), managed only once labelled for the driver. */
+export const SAMPLE_SNAPSHOT_CONTROLLER = { deployment: 'snapshot-controller', container: 'snapshot-controller', lease: 'snapshot-controller-leader' } as const;
 
 /** The sample driver's overlays: lease timings, the sidecars' own release-on-exit gate, replicas. */
 export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit'}${'' | '-1replica'}`;

@@ -82,16 +82,22 @@ export function templateVerbosity(d: V1Deployment): number | undefined {
 }
 
 /**
- * csi-operator's way of applying a log level: rewrite --v=N in every container of the controller Deployment and
- * of the node DaemonSet (both roll, as when csi-handover applies the ClusterCSIDriver's level).
+ * csi-operator's way of applying a log level: rewrite --v=N in every container of each Deployment and DaemonSet
+ * of the driver (labelled csi-handover.io/driver=<driver>, in name order), one after another: the same workloads
+ * roll, in the same order, as when csi-handover applies the ClusterCSIDriver's level in standalone mode.
  */
-export async function setVerbosityDirectly(http: KubeHttp, ns: string, workloads: { deployment: string; daemonSet?: string }, v: number): Promise<void> {
-  const paths = [
-    deploymentPath(ns, workloads.deployment),
-    ...(workloads.daemonSet ? [`/apis/apps/v1/namespaces/${ns}/daemonsets/${workloads.daemonSet}`] : []),
-  ];
-  for (const path of paths) {
-    const w = await http.get<V1Deployment | V1DaemonSet>(path);
+export async function setVerbosityDirectly(http: KubeHttp, ns: string, driver: string, v: number): Promise<void> {
+  const labelSelector = `csi-handover.io/driver=${driver}`;
+  const lists = await Promise.all(
+    (['deployments', 'daemonsets'] as const).map(async (kind) =>
+      (await http.get<{ items: (V1Deployment | V1DaemonSet)[] }>(`/apis/apps/v1/namespaces/${ns}/${kind}`, { labelSelector })).items.map((w) => ({
+        path: `/apis/apps/v1/namespaces/${ns}/${kind}/${w.metadata?.name}`,
+        name: w.metadata?.name ?? '',
+        w,
+      })),
+    ),
+  );
+  for (const { path, w } of lists.flat().sort((a, b) => a.name.localeCompare(b.name))) {
     for (const c of w.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
     await http.request('PUT', path, { body: w });
   }
