@@ -17,11 +17,11 @@ import {
   deploySample,
   kubectl,
   localDir,
+  manageSnapshotController,
   SAMPLE_DEPLOYMENT,
   SAMPLE_DRIVER,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
-  SAMPLE_SNAPSHOT_CONTROLLER,
   type SampleOverlay,
   waitFor,
 } from '../lib/cluster.js';
@@ -139,7 +139,7 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
   // Every scenario rolls the same pods, the snapshot-controller's (the sixth sidecar) included: labelled for the
   // driver (the sample leaves it unlabelled; a cluster test labels it), at the controller's level, so that the
   // log-level change rolls it whoever applies it.
-  await kubectl('-n', NS, 'label', '--overwrite', `deployment/${SAMPLE_SNAPSHOT_CONTROLLER.deployment}`, `csi-handover.io/driver=${SAMPLE_DRIVER}`);
+  await manageSnapshotController();
   if (!standaloneMode(s.who)) await setVerbosityDirectly(http, NS, SAMPLE_DRIVER, templateVerbosity(await driverDeployment()) ?? 2);
   // Settled: the template is what the operator wants (standalone), the rollout is done, every lease has a
   // current holder, and no pod waits at a gate.

@@ -112,6 +112,21 @@ export const SAMPLE_LEASES = {
 /** The sample's snapshot-controller (its own Deployment, the sixth sidecar), managed only once labelled for the driver. */
 export const SAMPLE_SNAPSHOT_CONTROLLER = { deployment: 'snapshot-controller', container: 'snapshot-controller', lease: 'snapshot-controller-leader' } as const;
 
+/**
+ * Labels the sample's snapshot-controller for the driver, so that csi-handover manages it and a log-level change
+ * rolls it as it rolls the controller Deployment (the sample leaves it unlabelled; a kubectl apply keeps the label).
+ */
+export function manageSnapshotController(): Promise<string> {
+  return kubectl(
+    '-n',
+    SAMPLE_NAMESPACE,
+    'label',
+    '--overwrite',
+    `deployment/${SAMPLE_SNAPSHOT_CONTROLLER.deployment}`,
+    `csi-handover.io/driver=${SAMPLE_DRIVER}`,
+  );
+}
+
 /** The sample driver's overlays: lease timings, the sidecars' own release-on-exit gate, replicas. */
 export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit'}${'' | '-1replica'}`;
 

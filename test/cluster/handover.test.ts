@@ -14,6 +14,7 @@ import {
   clusterHttp,
   deploySample,
   kubectl,
+  manageSnapshotController,
   SAMPLE_DEPLOYMENT,
   SAMPLE_DRIVER,
   SAMPLE_LEASES,
@@ -183,7 +184,7 @@ beforeAll(async () => {
   // snapshot-controller is managed from the start: unmanaged, the 1-replica overlay's scale-down could take its
   // leader and leave its lease to expire (137 s and more) under the test that measures it. Labelled after the
   // apply, which creates it on a fresh cluster (and keeps a label it does not set).
-  await kubectl('-n', NS, 'label', '--overwrite', 'deployment/snapshot-controller', `csi-handover.io/driver=${SAMPLE_DRIVER}`);
+  await manageSnapshotController();
   await setSampleCrLevel(http, 'Normal');
   await settled();
 });
