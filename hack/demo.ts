@@ -17,9 +17,8 @@ import {
   kubectl,
   manageSnapshotController,
   SAMPLE_DRIVER,
-  SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
-  SAMPLE_SNAPSHOT_CONTROLLER as SNAP,
+  SAMPLE_SIDECAR_LEASES,
   waitFor,
 } from './lib/cluster.js';
 import { installOperator, installWitness, setOperatorMode, setSampleCrLevel } from './lib/operator.js';
@@ -67,12 +66,12 @@ const stallOf = (r: ProbedRollout, sidecar: string) => r.stats.find((k) => SIDEC
 const fmt = (ms: number | undefined) => (ms !== undefined && Number.isFinite(ms) ? `${(ms / 1000).toFixed(1)}s` : 'n/a');
 const times = (a: number | undefined, b: number | undefined) =>
   a !== undefined && b !== undefined && Number.isFinite(a) && Number.isFinite(b) && b > 0 ? `${Math.round(a / b)}×` : 'n/a';
-const nameWidth = Math.max(...Object.keys(SAMPLE_LEASES).map((k) => k.length));
+const nameWidth = Math.max(...Object.keys(SAMPLE_SIDECAR_LEASES).map((k) => k.length));
 console.log(`  ${''.padEnd(nameWidth)} ${'leaderless'.padStart(30)}   ${'storage operations stalled'.padStart(30)}`);
 console.log(
   `  ${'sidecar'.padEnd(nameWidth)} ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}   ${'without'.padStart(9)} ${'with'.padStart(9)} ${'shorter by'.padStart(10)}`,
 );
-for (const [sidecar, lease] of [...Object.entries(SAMPLE_LEASES), [SNAP.container, SNAP.lease] as const]) {
+for (const [sidecar, lease] of Object.entries(SAMPLE_SIDECAR_LEASES)) {
   const [a, b] = [lastGap(without, lease), lastGap(withOp, lease)];
   if (!Number.isFinite(a) && !Number.isFinite(b)) continue; // not rolled (snapshot-controller, unlabelled)
   const [sa, sb] = [stallOf(withoutRun, sidecar)?.stallMs, stallOf(withRun, sidecar)?.stallMs];

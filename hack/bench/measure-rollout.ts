@@ -12,6 +12,7 @@ import {
   SAMPLE_DEPLOYMENT,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
+  SAMPLE_SIDECAR_LEASES,
   SAMPLE_SNAPSHOT_CONTROLLER as SNAP,
   waitFor,
 } from '../lib/cluster.js';
@@ -100,7 +101,7 @@ export async function measureHandovers(
   const snapGeneration = async () => (await http.get<V1Deployment>(deploymentPath(NS, SNAP.deployment))).metadata?.generation ?? 0;
   const snapGenerationBefore = await snapGeneration();
   const oldPods = new Set([...before, ...snapBefore].map((p) => p.metadata?.name ?? ''));
-  const recorder = new LeaseRecorder(http, NS, new Set([...leases, SNAP.lease]), log);
+  const recorder = new LeaseRecorder(http, NS, new Set(Object.values(SAMPLE_SIDECAR_LEASES)), log);
   await recorder.start();
   const sightings = new PodWatch(http, NS, log);
   await sightings.start();
@@ -111,19 +112,16 @@ export async function measureHandovers(
   try {
     log.info({ overlay, pods: [...oldPods] }, 'triggering the rollout');
     await trigger();
-    const after = await waitFor('every pod replaced', SETTLE_MS, async () => {
-      const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, SETTLE_MS);
-      return pods.every((p) => !oldPods.has(p.metadata?.name ?? '')) ? pods : undefined;
-    });
-    rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
-    await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
-    if ((await snapGeneration()) > snapGenerationBefore) {
-      const snapAfter = await waitFor('every snapshot-controller pod replaced', SETTLE_MS, async () => {
-        const pods = await waitRolloutComplete(http, NS, SNAP.deployment, SETTLE_MS);
+    // A Deployment's rollout done with none of the old pods left.
+    const replaced = (deployment: string) =>
+      waitFor(`every ${deployment} pod replaced`, SETTLE_MS, async () => {
+        const pods = await waitRolloutComplete(http, NS, deployment, SETTLE_MS);
         return pods.every((p) => !oldPods.has(p.metadata?.name ?? '')) ? pods : undefined;
       });
-      await waitLeasesHeldBy(http, NS, [SNAP.lease], snapAfter, SETTLE_MS);
-    }
+    const after = await replaced(SAMPLE_DEPLOYMENT);
+    rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
+    await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
+    if ((await snapGeneration()) > snapGenerationBefore) await waitLeasesHeldBy(http, NS, [SNAP.lease], await replaced(SNAP.deployment), SETTLE_MS);
     leasesHeldAt = Date.now();
   } finally {
     recorder.stop();
@@ -190,7 +188,7 @@ function firstAttempts(pods: ReadonlyMap<string, PodSightings>): Map<string, Map
   for (const p of pods.values()) {
     if (!p.node || !p.uid) continue;
     const dir = join(localDir, 'nodes', p.node, 'var-log', 'pods', `${NS}_${p.name}_${p.uid}`);
-    for (const sidecar of [...Object.keys(SAMPLE_LEASES), SNAP.container]) {
+    for (const sidecar of Object.keys(SAMPLE_SIDECAR_LEASES)) {
       let log: string;
       try {
         log = readFileSync(join(dir, sidecar, '0.log'), 'utf8');
@@ -205,7 +203,7 @@ function firstAttempts(pods: ReadonlyMap<string, PodSightings>): Map<string, Map
 }
 
 const short = (pod: string) => pod.replace(/^csi-hostpath-controller-/, '');
-const sidecarOf = (lease: string) => (lease === SNAP.lease ? SNAP.container : (Object.entries(SAMPLE_LEASES).find(([, l]) => l === lease)?.[0] ?? lease));
+const sidecarOf = (lease: string) => Object.entries(SAMPLE_SIDECAR_LEASES).find(([, l]) => l === lease)?.[0] ?? lease;
 
 /** A plain-text table of handovers, one line per lease handover. */
 export function formatHandovers(r: RolloutResult): string {

@@ -6,6 +6,7 @@ import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { DRIVER_LABEL } from '../../src/api/names.js';
 import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
 import { KubeHttp, type Query } from '../../src/kube/http.js';
 import type { NodeEvent } from './node-events.js';
@@ -112,19 +113,18 @@ export const SAMPLE_LEASES = {
 /** The sample's snapshot-controller (its own Deployment, the sixth sidecar), managed only once labelled for the driver. */
 export const SAMPLE_SNAPSHOT_CONTROLLER = { deployment: 'snapshot-controller', container: 'snapshot-controller', lease: 'snapshot-controller-leader' } as const;
 
+/** All six sidecars' leases, by container: the five of the controller Deployment and the snapshot-controller's. */
+export const SAMPLE_SIDECAR_LEASES: Readonly<Record<string, string>> = {
+  ...SAMPLE_LEASES,
+  [SAMPLE_SNAPSHOT_CONTROLLER.container]: SAMPLE_SNAPSHOT_CONTROLLER.lease,
+};
+
 /**
  * Labels the sample's snapshot-controller for the driver, so that csi-handover manages it and a log-level change
  * rolls it as it rolls the controller Deployment (the sample leaves it unlabelled; a kubectl apply keeps the label).
  */
 export function manageSnapshotController(): Promise<string> {
-  return kubectl(
-    '-n',
-    SAMPLE_NAMESPACE,
-    'label',
-    '--overwrite',
-    `deployment/${SAMPLE_SNAPSHOT_CONTROLLER.deployment}`,
-    `csi-handover.io/driver=${SAMPLE_DRIVER}`,
-  );
+  return kubectl('-n', SAMPLE_NAMESPACE, 'label', '--overwrite', `deployment/${SAMPLE_SNAPSHOT_CONTROLLER.deployment}`, `${DRIVER_LABEL}=${SAMPLE_DRIVER}`);
 }
 
 /** The sample driver's overlays: lease timings, the sidecars' own release-on-exit gate, replicas. */

@@ -1,6 +1,7 @@
 // Rollout helpers for tests, demo and benchmarks: trigger a rollout the way `kubectl rollout restart`
 // does, and wait until a Deployment has fully rolled out and every old pod is gone.
 import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod, V1PodList } from '@kubernetes/client-node';
+import { DRIVER_LABEL } from '../../src/api/names.js';
 import { type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { waitFor } from './cluster.js';
 
@@ -87,7 +88,7 @@ export function templateVerbosity(d: V1Deployment): number | undefined {
  * roll, in the same order, as when csi-handover applies the ClusterCSIDriver's level in standalone mode.
  */
 export async function setVerbosityDirectly(http: KubeHttp, ns: string, driver: string, v: number): Promise<void> {
-  const labelSelector = `csi-handover.io/driver=${driver}`;
+  const labelSelector = `${DRIVER_LABEL}=${driver}`;
   const lists = await Promise.all(
     (['deployments', 'daemonsets'] as const).map(async (kind) =>
       (await http.get<{ items: (V1Deployment | V1DaemonSet)[] }>(`/apis/apps/v1/namespaces/${ns}/${kind}`, { labelSelector })).items.map((w) => ({
