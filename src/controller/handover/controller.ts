@@ -77,10 +77,11 @@ export class HandoverController implements Part {
 
   private readonly podSeen = (pod: V1Pod): void => {
     const { previous, observed } = this.world.podSeen(pod);
-    this.early.podSeen(pod, previous, () => handoverPendingFor(this.world.snapshot(), pod));
+    const s = this.world.snapshot();
+    this.early.podSeen(pod, previous, () => handoverPendingFor(s, pod));
     this.writes.seen({ pod });
     if (pod.metadata?.deletionTimestamp) this.reporting.podStopping(pod, observed);
-    this.route(pod);
+    this.route(pod, s);
   };
 
   private readonly podGone = (pod: V1Pod): void => {
@@ -92,8 +93,7 @@ export class HandoverController implements Part {
   };
 
   /** A pod changed: the leases it may hold (`<identity>` or `<identity>_<suffix>`, where its workload elects) and its workload. */
-  private route(pod: V1Pod): void {
-    const s = this.world.snapshot();
+  private route(pod: V1Pod, s = this.world.snapshot()): void {
     const dep = s.workloadOf(pod);
     const identity = podIdentity(pod);
     if (identity) {

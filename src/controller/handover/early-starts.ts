@@ -44,7 +44,10 @@ export class EarlyStarts {
     const uid = uidOf(pod);
     if (hasHandoverGate(pod) || this.letGo.has(uid)) return;
     const marked = pod.metadata?.annotations?.[HANDOVER_STATE]?.startsWith(OVERLAP_STATE_PREFIX) === true;
-    if (previous ? hasHandoverGate(previous.pod) : marked || pendingNow()) this.letGo.set(uid, { at: this.d.now(), early: marked || !previous });
+    if (previous) {
+      // The gate came off: early if lifted before the release (the lift marks it so).
+      if (hasHandoverGate(previous.pod)) this.letGo.set(uid, { at: this.d.now(), early: marked });
+    } else if (marked || pendingNow()) this.letGo.set(uid, { at: this.d.now(), early: true });
   }
 
   prune(cutoff: number): void {
