@@ -35,13 +35,14 @@ import {
   SAMPLE_CR_PATH,
   setSampleCrLevel,
   operatorRequests,
+  waitOperatorLeading,
   setOperatorMode,
   uninstallOperator,
   uninstallWitness,
 } from '../lib/operator.js';
 import { deploymentPath, setVerbosityDirectly, templateVerbosity } from '../lib/rollout.js';
 import { type GapStats, gapStats, type Handover, holderSegments } from './handovers.js';
-import { TIMELINE_STEPS } from './lease-timeline.js';
+import { TIMELINE_HEADS, TIMELINE_STEPS } from './lease-timeline.js';
 import { type RolloutResult, waitSettled } from './measure-rollout.js';
 import type { ProbeKindStats } from '../../src/report/probe-stats.js';
 import { PRE_ROLL_MS, type ProbedRollout, probedRollout, removeStaleProbes, SIDECAR_OF_KIND } from './storage-probe.js';
@@ -159,6 +160,7 @@ async function prepare(s: Scenario): Promise<V1Pod[]> {
     console.log(`${name(s)}: set-up rollout done (${lost} early start(s) lost a race in it); restarting the operator`);
     await kubectl('-n', OPERATOR_NAMESPACE, 'rollout', 'restart', 'deployment/csi-handover');
     await kubectl('-n', OPERATOR_NAMESPACE, 'rollout', 'status', 'deployment/csi-handover', '--timeout=180s');
+    await waitOperatorLeading(http);
   }
   return pods;
 }
@@ -382,7 +384,7 @@ function table(summaries: Summary[]): string {
 
 /** Where the time goes: each step's p50 after the old leader's SIGTERM, per scenario. */
 function stepsTable(summaries: Summary[]): string {
-  const heads = ['exit', 'evidence', 'kubelet', 'release', 'created', 'bound', 'sandbox', 'started', 'tries', 'acquired'];
+  const heads = TIMELINE_HEADS;
   const head = `${'p50, s after SIGTERM'.padEnd(32)} ${heads.map((h) => h.padStart(8)).join(' ')}`;
   const lines = [head, '-'.repeat(head.length)];
   for (const x of summaries) {

@@ -1,6 +1,6 @@
 // Where a handover's time goes, per lease: every step from the old leader's SIGTERM to the new holder's
 // acquisition, each from its own witness — the node's record (SIGTERM, exits, sandbox and container starts),
-// API watches here (the witness's evidence, the kubelet's report, the new pod's creation and binding, the
+// API watches here (the witness's evidence (and the instant it names), the kubelet's report, the new pod's creation and binding, the
 // release, the acquisition) and the new sidecar's own log (its first attempt). Pure: the inputs are collected
 // by measure-rollout.ts, the output is printed by make bench and make demo.
 import type { NodeEvent } from '../lib/node-events.js';
@@ -15,6 +15,8 @@ export interface PodSightings {
   boundAt?: number;
   /** the node witness's condition first seen */
   witnessAt?: number;
+  /** the instant the witness says it found every container exited (its condition's message, the node's clock) */
+  exitedBy?: number;
   /** the kubelet's report of every container terminated, first seen */
   reportedAt?: number;
 }
@@ -27,6 +29,7 @@ export interface LeaseTimeline {
   newPod: string;
   sigterm?: number;
   lastExit?: number;
+  proven?: number;
   evidence?: number;
   kubeletReport?: number;
   released?: number;
@@ -40,6 +43,7 @@ export interface LeaseTimeline {
 
 export const TIMELINE_STEPS = [
   'lastExit',
+  'proven',
   'evidence',
   'kubeletReport',
   'released',
@@ -50,6 +54,9 @@ export const TIMELINE_STEPS = [
   'firstAttempt',
   'acquired',
 ] as const satisfies readonly (keyof LeaseTimeline)[];
+
+/** The column heads of TIMELINE_STEPS, in order. */
+export const TIMELINE_HEADS = ['exit', 'proven', 'evidence', 'kubelet', 'release', 'created', 'bound', 'sandbox', 'started', 'tries', 'acquired'];
 
 const latest = (ts: number[]): number | undefined => (ts.length ? Math.max(...ts) : undefined);
 const earliest = (ts: number[]): number | undefined => (ts.length ? Math.min(...ts) : undefined);
@@ -77,6 +84,7 @@ export function leaseTimelines(
       newPod: h.newHolder,
       sigterm: t0 === undefined ? undefined : 0,
       lastExit: rel(latest(of(h.oldHolder, 'container-exited').filter((t) => t0 === undefined || t >= t0))),
+      proven: rel(oldPod?.exitedBy),
       evidence: rel(oldPod?.witnessAt),
       kubeletReport: rel(oldPod?.reportedAt),
       released: rel(h.releasedAt),
@@ -92,7 +100,7 @@ export function leaseTimelines(
 
 /** A fixed-width table: one line per lease, a column per step, seconds after SIGTERM. */
 export function formatTimelines(rows: readonly LeaseTimeline[]): string {
-  const heads = ['exit', 'evidence', 'kubelet', 'release', 'created', 'bound', 'sandbox', 'started', 'tries', 'acquired'];
+  const heads = TIMELINE_HEADS;
   const cell = (v: number | undefined) => (v === undefined || Number.isNaN(v) ? '—' : (v / 1000).toFixed(2));
   const lines = [`${'sidecar (s after SIGTERM)'.padEnd(40)} ${heads.map((h) => h.padStart(8)).join(' ')}`];
   for (const r of rows) lines.push(`${r.sidecar.padEnd(40)} ${TIMELINE_STEPS.map((k) => cell(r[k]).padStart(8)).join(' ')}`);

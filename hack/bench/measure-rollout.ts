@@ -161,7 +161,11 @@ class PodWatch {
       const s = this.pods.get(name) ?? { name, uid: p.metadata?.uid, addedAt: this.synced ? now : undefined };
       s.node ??= p.spec?.nodeName;
       if (p.spec?.nodeName && s.boundAt === undefined && this.synced) s.boundAt = now;
-      if (s.witnessAt === undefined && witnessEvidence(p)) s.witnessAt = now;
+      const evidence = witnessEvidence(p);
+      if (s.witnessAt === undefined && evidence) {
+        s.witnessAt = now;
+        s.exitedBy = evidence.exitedBy;
+      }
       const statuses = p.status?.containerStatuses ?? [];
       if (s.reportedAt === undefined && p.metadata?.deletionTimestamp && statuses.length && statuses.every((c) => c.state?.terminated)) s.reportedAt = now;
       this.pods.set(name, s);

@@ -34,6 +34,11 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   // Installed means leading: an install that replaced another (Helm, the OLM bundle) may find the Lease still held
   // by a pod that is gone (it could not release it); a replica takes it when it expires.
+  await waitOperatorLeading(http);
+}
+
+/** Until a running operator replica holds the operator Lease (after a restart, the old leader released it first). */
+export async function waitOperatorLeading(http: KubeHttp): Promise<void> {
   await waitFor(
     'an operator replica to lead',
     60_000,

@@ -19,7 +19,7 @@ describe('leaseTimelines', () => {
   it('places every step after the old leader’s SIGTERM, each from its own source', () => {
     const h: Handover = { lease: 'attacher-lease', oldHolder: 'old', newHolder: 'new', stopAt: T, releasedAt: T + 450, acquiredAt: T + 1900, gapMs: 1900 };
     const pods = new Map<string, PodSightings>([
-      ['old', { name: 'old', witnessAt: T + 380, reportedAt: T + 1100 }],
+      ['old', { name: 'old', witnessAt: T + 380, exitedBy: T + 330, reportedAt: T + 1100 }],
       ['new', { name: 'new', addedAt: T + 40, boundAt: T + 60 }],
     ]);
     const events = [
@@ -40,6 +40,7 @@ describe('leaseTimelines', () => {
       newPod: 'new',
       sigterm: 0,
       lastExit: 310,
+      proven: 330,
       evidence: 380,
       kubeletReport: 1100,
       released: 450,
@@ -50,7 +51,7 @@ describe('leaseTimelines', () => {
       firstAttempt: 1500,
       acquired: 1900,
     });
-    expect(formatTimelines(row ? [row] : [])).toMatch(/csi-attacher\s+0\.31\s+0\.38\s+1\.10\s+0\.45\s+0\.04\s+0\.06\s+0\.70\s+1\.20\s+1\.50\s+1\.90/);
+    expect(formatTimelines(row ? [row] : [])).toMatch(/csi-attacher\s+0\.31\s+0\.33\s+0\.38\s+1\.10\s+0\.45\s+0\.04\s+0\.06\s+0\.70\s+1\.20\s+1\.50\s+1\.90/);
   });
 
   it('leaves out what it did not see, and a handover with no SIGTERM has no times', () => {
