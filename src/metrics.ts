@@ -94,6 +94,12 @@ export function makeMetrics() {
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2],
     registers: [registry],
   });
+  const witnessReports = new Counter({
+    name: 'csi_handover_witness_reports_total',
+    help: "The node witness's reports sent straight to this replica, by result (accepted, hello, unauthenticated, forbidden, invalid, unknown-pod, error)",
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
   const certRotations = new Counter({
     name: 'csi_handover_webhook_cert_rotations_total',
     help: 'Webhook certificate steps written (bootstrap, rotate-ca, rotate-serving)',
@@ -122,6 +128,7 @@ export function makeMetrics() {
     overlapLost,
     admissions,
     admissionDuration,
+    witnessReports,
     certRotations,
     apiRequests,
     handoverGap,

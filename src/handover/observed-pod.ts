@@ -1,6 +1,7 @@
 // What the operator remembers of a pod: its last observed object, kept as a tombstone after the object is
 // deleted, because a dead lease holder is usually proven dead only after its pod is gone.
 import type { V1Pod } from '@kubernetes/client-node';
+import type { WitnessEvidence } from './witness-evidence.js';
 
 export interface ObservedPod {
   /** Last observed object (for a tombstone: the object the deletion event carried). */
@@ -11,6 +12,8 @@ export interface ObservedPod {
   goneAt?: number;
   /** Grace period of a graceful deletion seen earlier (same uid): the kubelet's final delete rewrites it to 0, as a force deletion does. */
   gracefulDeletionSeconds?: number;
+  /** The node witness's report, sent straight to the operator (same uid): its condition on the pod may come later. */
+  witnessed?: WitnessEvidence;
 }
 
 /** `namespace/name`, as events, logs and metrics name a pod. */
@@ -39,16 +42,29 @@ export function gracefulDeletionSeconds(p: ObservedPod): number | undefined {
   return gracefulDeletionOf(p.pod) ?? (p.gracefulDeletionSeconds !== undefined && p.gracefulDeletionSeconds > 0 ? p.gracefulDeletionSeconds : undefined);
 }
 
-function withGrace(observed: ObservedPod, grace: number | undefined): ObservedPod {
-  return grace === undefined ? observed : { ...observed, gracefulDeletionSeconds: grace };
+/** What earlier observations of the same pod told that its new version does not: a graceful deletion, a witness's report. */
+function carried(observed: ObservedPod, previous: ObservedPod | undefined): ObservedPod {
+  const grace = gracefulDeletionOf(observed.pod) ?? carriedGrace(previous, observed.pod);
+  const samePod = previous !== undefined && previous.pod.metadata?.uid !== undefined && previous.pod.metadata.uid === observed.pod.metadata?.uid;
+  const witnessed = samePod ? previous.witnessed : undefined;
+  return {
+    ...observed,
+    ...(grace !== undefined ? { gracefulDeletionSeconds: grace } : {}),
+    ...(witnessed !== undefined ? { witnessed } : {}),
+  };
 }
 
 /** The pod was added or updated: remember its state, and a graceful deletion once seen. */
 export function observePod(previous: ObservedPod | undefined, pod: V1Pod): ObservedPod {
-  return withGrace({ pod, gone: false }, gracefulDeletionOf(pod) ?? carriedGrace(previous, pod));
+  return carried({ pod, gone: false }, previous);
 }
 
 /** The pod object was deleted: keep its last state as a tombstone. */
 export function observePodGone(previous: ObservedPod | undefined, lastPod: V1Pod, now: number): ObservedPod {
-  return withGrace({ pod: lastPod, gone: true, goneAt: now }, gracefulDeletionOf(lastPod) ?? carriedGrace(previous, lastPod));
+  return carried({ pod: lastPod, gone: true, goneAt: now }, previous);
+}
+
+/** The witness reported every container of the pod exited: remembered until the pod is forgotten. */
+export function observeWitnessReport(observed: ObservedPod, evidence: WitnessEvidence): ObservedPod {
+  return { ...observed, witnessed: evidence };
 }

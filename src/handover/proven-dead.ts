@@ -6,7 +6,7 @@ import { readyCondition } from './ready.js';
 import type { V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { parseKubeTime } from './kube-time.js';
 import { gracefulDeletionSeconds, type ObservedPod, podRef } from './observed-pod.js';
-import { witnessEvidence } from './witness-evidence.js';
+import { witnessOf } from './witness-evidence.js';
 
 /** What a holder's death can rest on. */
 export const DEATH_EVIDENCE = ['deleted-after-containers-terminated', 'containers-terminated', 'pod-phase-terminal', 'witness-saw-containers-exit'] as const;
@@ -83,8 +83,9 @@ function notDead(reason: NotDeadReason, message: string): DeathVerdict {
 }
 
 /** Death as the witness of the pod's own node saw it, if it did; the caller has checked the deletion is graceful. */
-function byWitness(pod: V1Pod): DeathVerdict | undefined {
-  const w = witnessEvidence(pod);
+function byWitness(p: ObservedPod): DeathVerdict | undefined {
+  const { pod } = p;
+  const w = witnessOf(p);
   // Evidence naming another node is not this pod's: the admission policy refuses such a write, so it is a fault.
   if (!w || w.node !== pod.spec?.nodeName) return undefined;
   return {
@@ -110,7 +111,7 @@ export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): 
     if (!deleting) return notDead('force-deleted', `${ref} was deleted without a graceful deletion ever observed`);
     if (!graceful)
       return notDead('force-deleted', `${ref} was deleted with grace period 0 and no graceful deletion observed before: its processes may still run`);
-    const witnessed = byWitness(pod);
+    const witnessed = byWitness(p);
     if (witnessed) return witnessed;
     switch (activity.kind) {
       case 'running':
@@ -132,7 +133,7 @@ export function provenDead(p: ObservedPod, nodes: ReadonlyMap<string, V1Node>): 
   if (nodeProblem) return notDead('node-not-ready', `${ref}: ${nodeProblem}, so its containers may still run`);
   // The witness reports before the kubelet does (which stops the sandbox first): trusted in a graceful deletion only.
   if (deleting && graceful) {
-    const witnessed = byWitness(pod);
+    const witnessed = byWitness(p);
     if (witnessed) return witnessed;
   }
   switch (activity.kind) {

@@ -7,7 +7,7 @@ import { resolveHolder } from './holder.js';
 import { parseKubeTime } from './kube-time.js';
 import { type ObservedPod, podRef } from './observed-pod.js';
 import { containersFinishedAt, provenDead } from './proven-dead.js';
-import { witnessEvidence } from './witness-evidence.js';
+import { witnessOf } from './witness-evidence.js';
 
 export type ReleaseDecision =
   | { action: 'release'; holder: string; pod: string; evidence: string; message: string }
@@ -77,7 +77,7 @@ export function decideRelease(lease: V1Lease, pods: readonly ObservedPod[], node
     };
   }
   // The witness's instant is exact and on the same node clock: nothing it saw could renew at or after it.
-  const witnessed = witnessEvidence(pod);
+  const witnessed = witnessOf(resolution.pod);
   if (witnessed !== undefined && renewedAt >= witnessed.exitedBy) {
     return {
       action: 'none',

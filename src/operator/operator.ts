@@ -9,6 +9,9 @@ import { ClusterCSIDriverController } from '../controller/clustercsidriver/contr
 import { HandoverController } from '../controller/handover/controller.js';
 import type { Part } from '../controller/part.js';
 import { WebhookController } from '../controller/webhook.js';
+import { WitnessReports } from '../controller/witness-reports.js';
+import { WITNESS_AUDIENCE } from '../handover/witness-report.js';
+import { TokenReviewer } from '../kube/token-review.js';
 import { HandoverReports, reportFromStatus } from '../handover/report.js';
 import { WriteAccess } from '../kube/access.js';
 import { EventRecorder } from '../kube/events.js';
@@ -83,11 +86,21 @@ export class Operator {
     if (caches.webhookSecret) {
       const ns = cfg.leaderElectionNamespace;
       const handover = this.handover;
+      const reports = new WitnessReports({
+        reviewer: new TokenReviewer(http, WITNESS_AUDIENCE, systemClock),
+        witnessNamespace: cfg.witnessNamespace,
+        witnesses,
+        nodes,
+        handover,
+        log: log.child({ component: 'witness-reports' }),
+        metrics,
+      });
       this.webhookServer = new WebhookServer({
         log: log.child({ component: 'webhook' }),
         metrics,
         gating: cfg.handoverGate,
         decide: (pod, signal) => handover.admission.admit(pod, signal),
+        witnessReport: (token, body) => reports.receive(token, body),
       });
       this.webhook = new WebhookController({
         ...common,

@@ -1,5 +1,5 @@
-// The mutating admission webhook's HTTPS endpoint (POST /mutate-v1-pod). Every replica serves it from its own
-// warm caches. It never refuses a pod: a review it cannot read, a decision that fails or takes too long is
+// The mutating admission webhook's HTTPS endpoint (POST /mutate-v1-pod), and the node witness's (POST
+// /witness/v1/exited, src/controller/witness-reports.ts). Every replica serves both from its own warm caches. It never refuses a pod: a review it cannot read, a decision that fails or takes too long is
 // answered "allowed, unchanged" — the API server's failurePolicy: Ignore covers the operator being away.
 import { createServer, type Server } from 'node:https';
 import type { IncomingMessage, ServerResponse } from 'node:http';
@@ -7,10 +7,12 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { AdmissionPlan } from '../handover/plan.js';
 import type { Metrics } from '../metrics.js';
+import { WITNESS_REPORT_PATH } from '../handover/witness-report.js';
 import { AdmissionReview, allowed, podOf } from './admission.js';
 
 export const MUTATE_PATH = '/mutate-v1-pod';
 const MAX_BODY = 3 * 1024 * 1024; // the API server's own limit on an object is about this
+const MAX_REPORT_BODY = 16 * 1024;
 /** Well inside the webhook's timeoutSeconds, so the answer comes from us, not from the API server giving up. */
 export const DECISION_BUDGET_MS = 1500;
 
@@ -26,6 +28,8 @@ export interface WebhookServerDeps {
   decide: (pod: V1Pod, signal: AbortSignal) => Promise<AdmissionPlan>;
   /** Gating switched off by configuration: every pod is admitted unchanged. */
   gating: boolean;
+  /** The node witness's reports (WITNESS_REPORT_PATH): the bearer token and the body, answered with a code. */
+  witnessReport?: (token: string | undefined, body: string) => Promise<{ code: number; message: string }>;
 }
 
 export class WebhookServer {
@@ -72,7 +76,9 @@ export class WebhookServer {
   }
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (req.method !== 'POST' || (req.url ?? '').split('?')[0] !== MUTATE_PATH) {
+    const path = (req.url ?? '').split('?')[0];
+    if (req.method === 'POST' && path === WITNESS_REPORT_PATH && this.d.witnessReport) return this.witnessReport(req, res, this.d.witnessReport);
+    if (req.method !== 'POST' || path !== MUTATE_PATH) {
       res.writeHead(404).end('not found');
       return;
     }
@@ -98,6 +104,18 @@ export class WebhookServer {
     const answer = await this.review(review);
     res.writeHead(200, { 'content-type': 'application/json', ...(this.closing ? { connection: 'close' } : {}) }).end(JSON.stringify(answer));
     end();
+  }
+
+  private async witnessReport(req: IncomingMessage, res: ServerResponse, receive: NonNullable<WebhookServerDeps['witnessReport']>): Promise<void> {
+    const token = /^Bearer (\S+)$/i.exec(req.headers.authorization ?? '')?.[1];
+    let answer;
+    try {
+      answer = await receive(token, await readBody(req, MAX_REPORT_BODY));
+    } catch (err) {
+      answer = { code: 400, message: String(err instanceof Error ? err.message : err) };
+    }
+    const headers = { 'content-type': 'text/plain', ...(this.closing ? { connection: 'close' } : {}) };
+    res.writeHead(answer.code, headers).end(answer.message);
   }
 
   private async review(review: AdmissionReview): Promise<unknown> {
@@ -130,13 +148,13 @@ export class WebhookServer {
   }
 }
 
-function readBody(req: IncomingMessage): Promise<string> {
+function readBody(req: IncomingMessage, max = MAX_BODY): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     req.on('data', (c: Buffer) => {
       size += c.length;
-      if (size > MAX_BODY) {
+      if (size > max) {
         reject(new Error('request body too large'));
         req.destroy();
       } else chunks.push(c);

@@ -1,5 +1,5 @@
 // `csi-handover witness`: the node witness's entry point (a DaemonSet beside the operator, from the same image).
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
@@ -9,7 +9,11 @@ import { KubeHttp } from '../kube/http.js';
 import { makeLogger } from '../log.js';
 import { detectLayout } from './cgroups.js';
 import { makeWitnessMetrics } from './metrics.js';
+import { OperatorChannel } from './report.js';
 import { Witness } from './witness.js';
+
+/** Where config/witness projects the token for the operator's audience. */
+const REPORT_TOKEN = '/var/run/secrets/csi-handover.io/witness/token';
 
 const WitnessConfig = z.object({
   node: z.string().min(1, 'needs --node-name or NODE_NAME (the downward API: spec.nodeName)'),
@@ -27,6 +31,11 @@ const WitnessConfig = z.object({
     .refine((l) => l.length > 0 && l.every((t) => t.includes('{id}')), 'comma-separated paths, each with {id}'),
   pollMs: z.coerce.number().int().min(5).max(1000),
   httpPort: z.coerce.number().int().min(1).max(65535),
+  operatorNamespace: z.string().min(1),
+  operatorService: z.string().min(1),
+  webhookConfiguration: z.string().min(1),
+  /** Empty: no reports straight to the operator, the condition only. */
+  reportToken: z.string(),
   logLevel: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace']),
 });
 
@@ -40,6 +49,10 @@ const { values } = parseArgs({
     bundles: { type: 'string' },
     'poll-interval-ms': { type: 'string' },
     'http-port': { type: 'string' },
+    'operator-namespace': { type: 'string' },
+    'operator-service': { type: 'string' },
+    'webhook-configuration': { type: 'string' },
+    'report-token': { type: 'string' },
     'log-level': { type: 'string' },
   },
   strict: true,
@@ -53,6 +66,10 @@ const parsed = WitnessConfig.safeParse({
   bundles: values.bundles ?? '/host/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id},/host/run/containers/storage/overlay-containers/{id}/userdata',
   pollMs: values['poll-interval-ms'] ?? '20',
   httpPort: values['http-port'] ?? '8082',
+  operatorNamespace: values['operator-namespace'] ?? 'csi-handover',
+  operatorService: values['operator-service'] ?? 'csi-handover-webhook',
+  webhookConfiguration: values['webhook-configuration'] ?? 'csi-handover',
+  reportToken: values['report-token'] ?? REPORT_TOKEN,
   logLevel: values['log-level'] ?? process.env.LOG_LEVEL ?? 'info',
 });
 if (!parsed.success) {
@@ -74,9 +91,18 @@ try {
 log.info({ layout, bundles: cfg.bundles, pollMs: cfg.pollMs }, 'witnessing container exits of leaders deleted on this node');
 
 const metrics = makeWitnessMetrics();
+const http = new KubeHttp(access);
+const channel = cfg.reportToken
+  ? new OperatorChannel(
+      http,
+      { namespace: cfg.operatorNamespace, service: cfg.operatorService, webhookConfiguration: cfg.webhookConfiguration, tokenFile: cfg.reportToken },
+      log.child({ component: 'report' }),
+    )
+  : undefined;
+if (channel && !existsSync(cfg.reportToken)) log.warn({ tokenFile: cfg.reportToken }, 'no token to report to the operator with: the condition on the pod only');
 const witness = new Witness(
-  new KubeHttp(access),
-  { node: cfg.node, layout, bundleTemplates: cfg.bundles, pollMs: cfg.pollMs, leaderCost: desiredDeletionCost(1) ?? '' },
+  http,
+  { node: cfg.node, layout, bundleTemplates: cfg.bundles, pollMs: cfg.pollMs, leaderCost: desiredDeletionCost(1) ?? '', channel },
   log,
   metrics,
 );
@@ -92,10 +118,12 @@ const server = createServer((req, res) => {
   } else res.writeHead(404).end('not found');
 });
 server.listen(cfg.httpPort);
+channel?.start();
 witness.start();
 for (const signal of ['SIGTERM', 'SIGINT'] as const) {
   process.on(signal, () => {
     witness.stop();
+    channel?.stop();
     server.close();
     process.exit(0);
   });

@@ -11,6 +11,13 @@ export function makeWitnessMetrics() {
     registers: [registry],
   });
   for (const result of ['written', 'gone', 'changed', 'forbidden', 'invalid', 'error']) evidence.inc({ result }, 0);
+  const reports = new Counter({
+    name: 'csi_handover_witness_reports_total',
+    help: 'Reports sent straight to the operator, by result: accepted (by a replica), refused, unreachable, not-configured (no token, CA or replica)',
+    labelNames: ['result'] as const,
+    registers: [registry],
+  });
+  for (const result of ['accepted', 'refused', 'unreachable', 'not-configured']) reports.inc({ result }, 0);
   const latency = new Histogram({
     name: 'csi_handover_witness_deletion_to_exit_seconds',
     help: 'From the witness seeing a leader pod deleted to every container of it seen exited',
@@ -18,6 +25,6 @@ export function makeWitnessMetrics() {
     registers: [registry],
   });
   const watching = new Gauge({ name: 'csi_handover_witness_pods_watched', help: 'Leader pods being deleted on this node, watched', registers: [registry] });
-  return { registry, evidence, latency, watching };
+  return { registry, evidence, reports, latency, watching };
 }
 export type WitnessMetrics = ReturnType<typeof makeWitnessMetrics>;

@@ -6,6 +6,7 @@ import type { V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { podRef } from '../handover/observed-pod.js';
 import { witnessCondition } from '../handover/witness-evidence.js';
+import { microTime } from '../leaderelection/lease-record.js';
 import { refusalOf } from '../kube/errors.js';
 import { type KubeHttp, PatchType } from '../kube/http.js';
 import { Informer, keyOf, withoutManagedFields } from '../kube/informer.js';
@@ -13,6 +14,7 @@ import { type CgroupLayout, readPodCgroup } from './cgroups.js';
 import { judge, wantsWitness } from './judge.js';
 import { bundleKind, type CgroupKind } from './runtime.js';
 import type { WitnessMetrics } from './metrics.js';
+import type { OperatorChannel } from './report.js';
 
 export interface WitnessOptions {
   node: string;
@@ -20,6 +22,8 @@ export interface WitnessOptions {
   bundleTemplates: readonly string[];
   pollMs: number;
   leaderCost: string;
+  /** Where the evidence is also sent straight to the operator (src/witness/report.ts); without it, the condition only. */
+  channel?: Pick<OperatorChannel, 'hello' | 'report'>;
   now?: () => number;
 }
 
@@ -85,7 +89,10 @@ export class Witness {
     if (!wantsWitness(pod, this.opts.leaderCost)) return this.forget(key);
     const w = this.watched.get(key);
     if (w && w.pod.metadata?.uid === pod.metadata?.uid) w.pod = pod;
-    else this.watched.set(key, { pod, since: this.now(), kinds: new Map() });
+    else {
+      this.watched.set(key, { pod, since: this.now(), kinds: new Map() });
+      this.opts.channel?.hello(this.now());
+    }
     this.metrics.watching.set(this.watched.size);
     this.sweepWhileWatching();
   }
@@ -115,6 +122,19 @@ export class Witness {
     }
   }
 
+  /** Straight to the operator, beside the condition (not instead: the condition is the record, and what a new leader reads). */
+  private sendReport(pod: V1Pod, e: { exitedBy: number; node: string }, detail: string): void {
+    const channel = this.opts.channel;
+    if (!channel) return;
+    const meta = pod.metadata ?? {};
+    const report = { namespace: meta.namespace ?? '', name: meta.name ?? '', uid: meta.uid ?? '', node: e.node, exitedBy: microTime(e.exitedBy), detail };
+    const sentAt = this.now();
+    void channel.report(report).then((result) => {
+      this.metrics.reports.inc({ result });
+      this.log.info({ pod: podRef(pod), result, ms: this.now() - sentAt }, 'reported to the operator');
+    });
+  }
+
   private async look(key: string, w: Watched): Promise<void> {
     if (w.writing || (w.retryAt ?? 0) > this.now()) return;
     const uid = w.pod.metadata?.uid ?? '';
@@ -138,7 +158,9 @@ export class Witness {
       return;
     }
     w.writing = true;
-    const condition = witnessCondition({ exitedBy: verdict.exitedBy, node: this.opts.node }, verdict.detail, this.now());
+    const evidence = { exitedBy: verdict.exitedBy, node: this.opts.node };
+    if (w.failures === undefined) this.sendReport(w.pod, evidence, verdict.detail);
+    const condition = witnessCondition(evidence, verdict.detail, this.now());
     const path = `/api/v1/namespaces/${w.pod.metadata?.namespace ?? ''}/pods/${w.pod.metadata?.name ?? ''}/status`;
     try {
       // The uid is a precondition: a re-created pod of the same name is another pod.

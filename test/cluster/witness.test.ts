@@ -13,8 +13,11 @@ import type { Handover } from '../../hack/bench/handovers.js';
 import type { LeaseTimeline } from '../../hack/bench/lease-timeline.js';
 import { measureHandovers } from '../../hack/bench/measure-rollout.js';
 import { clusterHttp, deploySample, kubeconfigPath, kubectl, SAMPLE_LEASES, SAMPLE_SNAPSHOT_CONTROLLER, waitFor } from '../../hack/lib/cluster.js';
+import { request as httpsRequest } from 'node:https';
+import { WITNESS_AUDIENCE, WITNESS_REPORT_PATH } from '../../src/handover/witness-report.js';
 import {
   installOperator,
+  operatorLeader,
   SAMPLE_CR_PATH,
   installWitness,
   operatorMetric,
@@ -54,6 +57,9 @@ function freezerOf(p: V1Pod): string {
 
 /** The operator's releases that rested on the node witness's evidence, so far. */
 const witnessedReleases = () => operatorMetric(http, 'csi_handover_release_evidence_total{evidence="witness-saw-containers-exit"}');
+
+/** The witness's reports the operator leader accepted, so far. */
+const acceptedReports = () => operatorMetric(http, 'csi_handover_witness_reports_total{result="accepted"}');
 
 /** A log-level change (Normal ↔ Debug), measured as make bench measures a rollout: each handover and its timeline. */
 async function rollout(): Promise<{ handovers: Handover[]; timelines: LeaseTimeline[] }> {
@@ -105,17 +111,22 @@ afterAll(async () => {
 describe('node witness', () => {
   it('releases each old leader’s leases on its evidence, before the kubelet reports the containers terminated', async () => {
     const before = await witnessedReleases();
+    const reportsBefore = await acceptedReports();
     const { handovers, timelines } = await rollout();
     expect(handedOver(handovers)).toEqual([...leases].sort());
     // Every step is in milliseconds after the old leader's SIGTERM (the node's record), seen here by one watch.
+    // The report straight to the operator usually arrives before the condition does: a release is held to the
+    // old leader's last exit (containerd's own event, the node's record), which no evidence may precede.
     for (const t of timelines) {
       expect(t.evidence, `evidence on ${t.oldPod}`).toBeDefined();
       expect(t.released, `${t.lease} released, not left to expire`).toBeDefined();
-      expect(t.released ?? 0).toBeGreaterThanOrEqual(t.evidence ?? Infinity);
+      expect(t.lastExit, `${t.oldPod}'s last exit recorded`).toBeDefined();
+      expect(t.released ?? 0).toBeGreaterThanOrEqual(t.lastExit ?? Infinity);
     }
     // The releases rested on the witness's evidence (the operator's own count: these, and the snapshot
-    // controller's if an earlier test left it managed).
+    // controller's if an earlier test left it managed), and the leader took each old leader's report.
     expect((await witnessedReleases()) - before).toBeGreaterThanOrEqual(handovers.length);
+    expect((await acceptedReports()) - reportsBefore).toBeGreaterThanOrEqual(new Set(timelines.map((t) => t.oldPod)).size);
     // Before the kubelet's report: impossible without the witness, whose rule needs that report. How much before
     // varies with the sandbox's teardown (0.2–0.6 s here), so one release ahead of its pod's report proves it.
     expect(timelines.some((t) => (t.released ?? Infinity) < (t.kubeletReport ?? -Infinity))).toBe(true);
@@ -177,6 +188,59 @@ describe('node witness', () => {
       expect(await write('node-1', { status: { conditions: [condition] } })).toBe('written');
       const p = await http.get<V1Pod>(podPath);
       expect(p.status?.conditions?.find((c) => c.type === condition.type)?.status).toBe('True');
+    });
+
+    it('a report straight to the operator: taken from its own node’s witness only, with a token of the operator’s audience', async () => {
+      const leader = await operatorLeader(http);
+      const mwc = await http.get<{ webhooks: { clientConfig: { caBundle: string } }[] }>(
+        '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/csi-handover',
+      );
+      const ca = Buffer.from(mwc.webhooks[0]?.clientConfig.caBundle ?? '', 'base64').toString('utf8');
+      const tokenOf = async (node: string, audience?: string): Promise<string> => {
+        const p = (await witnessPods()).find((x) => x.spec?.nodeName === node);
+        const args = ['-n', WITNESS_NS, 'create', 'token', 'csi-handover-witness', '--bound-object-kind=Pod', `--bound-object-name=${p?.metadata?.name}`];
+        return (await kubectl(...args, ...(audience ? [`--audience=${audience}`] : []))).trim();
+      };
+      const report = (node: string) => ({
+        namespace: WITNESS_NS,
+        name: 'witness-target',
+        uid: target.metadata?.uid,
+        node,
+        exitedBy: new Date().toISOString(),
+        detail: 'test',
+      });
+      // As the witness sends it: to the replica's pod address, its certificate checked against the webhook's CA.
+      const send = (token: string | undefined, body: unknown) =>
+        new Promise<string>((resolve, reject) => {
+          const req = httpsRequest(
+            {
+              host: leader.status?.podIP,
+              port: 9443,
+              servername: 'csi-handover-webhook.csi-handover.svc',
+              ca,
+              method: 'POST',
+              path: WITNESS_REPORT_PATH,
+              headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+            },
+            (res) => {
+              let text = '';
+              res.on('data', (c: Buffer) => (text += c.toString()));
+              res.on('end', () => resolve(`${res.statusCode}: ${text}`));
+            },
+          );
+          req.on('error', reject);
+          req.end(JSON.stringify(body));
+        });
+      const own = await tokenOf('node-1', WITNESS_AUDIENCE);
+      expect(await send(undefined, report('node-1'))).toMatch(/^401: no bearer token/);
+      // The witness's ordinary token is the API server's audience: no good here (nor is ours any good there).
+      expect(await send(await tokenOf('node-1'), report('node-1'))).toMatch(/^401: token not authenticated/);
+      expect(await send(await tokenOf('node-2', WITNESS_AUDIENCE), report('node-1'))).toMatch(/^403: the witness on node-2 reported for node node-1/);
+      expect(await send(await tokenOf('node-2', WITNESS_AUDIENCE), report('node-2'))).toMatch(/^409: pod .* runs on node-1, not node-2/);
+      expect(await send(own, { ...report('node-1'), exitedBy: 'now' })).toMatch(/^400: unreadable report/);
+      const accepted = await acceptedReports();
+      expect(await send(own, report('node-1'))).toBe('202: accepted');
+      expect(await acceptedReports()).toBe(accepted + 1);
     });
   });
 

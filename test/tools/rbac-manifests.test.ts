@@ -36,12 +36,13 @@ const writes = (rules: Rule[]) =>
   );
 
 describe('config/rbac', () => {
-  it("grants cluster-wide no write to any driver's objects: only its CR status, its own webhook configuration, access reviews", async () => {
+  it("grants cluster-wide no write to any driver's objects: only its CR status, its own webhook configuration, access and token reviews", async () => {
     const objs = await objects();
     const bound = objs.filter((o) => o.kind === 'ClusterRoleBinding').map((b) => b.roleRef?.name);
     expect(bound).toEqual(['csi-handover']);
     const role = objs.find((o) => o.kind === 'ClusterRole' && o.metadata.name === 'csi-handover');
     expect(writes(role?.rules ?? []).sort()).toEqual([
+      'create authentication.k8s.io/tokenreviews',
       'create authorization.k8s.io/selfsubjectaccessreviews',
       'patch admissionregistration.k8s.io/mutatingwebhookconfigurations (csi-handover)',
       'patch operator.openshift.io/clustercsidrivers/status',

@@ -54,6 +54,12 @@ const witnessed = (exitedBy: string): ObservedPod => {
   p.status = { ...p.status, conditions: [witnessCondition({ exitedBy: Date.parse(exitedBy), node: 'n1' }, 'test', NOW)] };
   return { pod: p, gone: false };
 };
+/** The same, reported straight to the operator: no condition on the pod (yet). */
+const reported = (exitedBy: string, node = 'n1'): ObservedPod => ({
+  pod: pod('ctrl-old', 'u-old', 'running', true),
+  gone: false,
+  witnessed: { exitedBy: Date.parse(exitedBy), node },
+});
 const nodes = new Map<string, V1Node>([['n1', { metadata: { name: 'n1' }, status: { conditions: [{ type: 'Ready', status: 'True' }] } }]]);
 
 const summary = (d: ReleaseDecision): string => (d.action === 'release' ? `release ${d.pod} ${d.evidence}` : `none ${d.reason}`);
@@ -108,6 +114,25 @@ describe('decideRelease', () => {
       'witnessed, but renewed after: a container the witness did not see (started after its listing)',
       held({ renewTime: '2026-01-02T03:04:03.600000Z' }),
       [witnessed('2026-01-02T03:04:03.500Z'), fresh],
+      'none holder-alive',
+    ],
+    [
+      'reported straight to the operator: every container exited after its last renewal',
+      held(),
+      [reported('2026-01-02T03:04:03.500Z'), fresh],
+      'release csi/ctrl-old witness-saw-containers-exit',
+    ],
+    [
+      'reported, but renewed after the instant reported',
+      held({ renewTime: '2026-01-02T03:04:03.600000Z' }),
+      [reported('2026-01-02T03:04:03.500Z'), fresh],
+      'none holder-alive',
+    ],
+    ['reported for another node than the pod’s', held(), [reported('2026-01-02T03:04:03.500Z', 'n2'), fresh], 'none holder-alive'],
+    [
+      'reported, but the pod is not being deleted (the kubelet says running)',
+      held(),
+      [{ ...aliveOld, witnessed: { exitedBy: Date.parse('2026-01-02T03:04:03.500Z'), node: 'n1' } }, fresh],
       'none holder-alive',
     ],
     ['released by its holder (client-go release record)', held({ holderIdentity: '', leaseDurationSeconds: 1 }), [deadOld], 'none released-by-holder'],

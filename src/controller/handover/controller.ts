@@ -7,6 +7,7 @@ import { podIdentity } from '../../handover/holder.js';
 import { handoverPendingFor } from '../../handover/pending.js';
 import { planLease, planOperatorLeaving, planOrphanGate, planWorkload } from '../../handover/plan.js';
 import { workloadRef } from '../../handover/snapshot.js';
+import type { WitnessEvidence } from '../../handover/witness-evidence.js';
 import type { ReconcileResult, WorkQueue } from '../../kube/workqueue.js';
 import type { Part } from '../part.js';
 import { controllerQueue } from '../queue.js';
@@ -64,6 +65,17 @@ export class HandoverController implements Part {
   /** The operator is going away for good: every pod still behind our gate is let go. Returns how many. */
   liftAllGates(why: string): Promise<number> {
     return this.writes.carryOutAll(planOperatorLeaving(this.d.pods.list(), why), this.d.log);
+  }
+
+  /**
+   * The witness of `evidence.node` (its token reviewed, src/controller/witness-reports.ts) saw every container of
+   * pod `uid` exit. Every replica keeps it (a new leader needs it as much); the pod's leases and workload are looked at.
+   */
+  witnessReported(uid: string, evidence: WitnessEvidence): { accepted: true } | { accepted: false; reason: string } {
+    const r = this.world.witnessReported(uid, evidence);
+    if ('refused' in r) return { accepted: false, reason: r.refused };
+    this.route(r.pod);
+    return { accepted: true };
   }
 
   // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.

@@ -4,7 +4,8 @@ import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-no
 import type { Clock } from '../../clock.js';
 import { readinessChanged } from '../../handover/cached.js';
 import { LeaseHolderIndex } from '../../handover/lease-holder-index.js';
-import { type ObservedPod, observePod, observePodGone } from '../../handover/observed-pod.js';
+import { type ObservedPod, observePod, observePodGone, observeWitnessReport } from '../../handover/observed-pod.js';
+import type { WitnessEvidence } from '../../handover/witness-evidence.js';
 import { ObservedPods } from '../../handover/observed-pods.js';
 import { HandoverSnapshot } from '../../handover/snapshot.js';
 import { type InformerView, keyOf } from '../../kube/informer.js';
@@ -60,6 +61,15 @@ export class ObservedWorld {
     const cutoff = this.d.now() - TOMBSTONE_TTL_MS;
     this.pods.dropGoneBefore(cutoff);
     return cutoff;
+  }
+
+  /** The witness of `evidence.node` reported pod `uid`'s containers exited: kept only for a pod observed on that node. */
+  witnessReported(uid: string, evidence: WitnessEvidence): { pod: V1Pod } | { refused: string } {
+    const o = this.pods.get(uid);
+    if (!o) return { refused: `no pod with uid ${uid} is observed` };
+    if (o.pod.spec?.nodeName !== evidence.node) return { refused: `pod ${uid} runs on ${o.pod.spec?.nodeName ?? 'no node'}, not ${evidence.node}` };
+    this.pods.set(uid, observeWitnessReport(o, evidence));
+    return { pod: o.pod };
   }
 
   podsOnNode(node: string | undefined): ObservedPod[] {

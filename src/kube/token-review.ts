@@ -1,0 +1,48 @@
+// TokenReview with a short memory: a witness sends a few reports a rollout with the same token, and the review
+// (an API request, 10–50 ms on a loaded control plane) would otherwise sit in every one's path. What is remembered
+// is only the API server's answer about the token; who may act on it is decided afresh on every report.
+import { createHash } from 'node:crypto';
+import { TokenReviewStatus } from '../handover/witness-report.js';
+import type { KubeHttp } from './http.js';
+
+/** A pod-bound token stays valid until its pod is deleted or it expires (an hour or more); the sender's pod is checked on every report. */
+const REMEMBER_MS = 5 * 60_000;
+/** A refusal is remembered briefly, so a sender retrying a bad token does not become a stream of reviews. */
+const REMEMBER_REFUSAL_MS = 10_000;
+const MAX_REMEMBERED = 1_000;
+
+export class TokenReviewer {
+  private readonly reviews = new Map<string, { until: number; status: Promise<TokenReviewStatus> }>();
+
+  constructor(
+    private readonly http: KubeHttp,
+    private readonly audience: string,
+    private readonly now: () => number,
+  ) {}
+
+  review(token: string): Promise<TokenReviewStatus> {
+    const key = createHash('sha256').update(token).digest('hex');
+    const now = this.now();
+    const known = this.reviews.get(key);
+    if (known && known.until > now) return known.status;
+    for (const [k, r] of this.reviews) if (r.until <= now || this.reviews.size >= MAX_REMEMBERED) this.reviews.delete(k);
+    const status = this.ask(token);
+    // Until answered, concurrent reports share the request; a failed request (not an answer) is not remembered.
+    this.reviews.set(key, { until: now + REMEMBER_MS, status });
+    status.then(
+      (s) => this.reviews.set(key, { until: this.now() + (s.authenticated === true ? REMEMBER_MS : REMEMBER_REFUSAL_MS), status }),
+      () => this.reviews.delete(key),
+    );
+    return status;
+  }
+
+  private async ask(token: string): Promise<TokenReviewStatus> {
+    const body = { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenReview', spec: { token, audiences: [this.audience] } };
+    const answer = await this.http.request<{ status?: unknown }>('POST', '/apis/authentication.k8s.io/v1/tokenreviews', {
+      body,
+      signal: AbortSignal.timeout(5_000),
+    });
+    const parsed = TokenReviewStatus.safeParse(answer?.status ?? {});
+    return parsed.success ? parsed.data : { authenticated: false, error: `unreadable TokenReview status: ${parsed.error.message}` };
+  }
+}
