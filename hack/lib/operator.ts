@@ -37,14 +37,17 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   await waitOperatorLeading(http);
 }
 
-/** Until a running operator replica holds the operator Lease (after a restart, the old leader released it first). */
+/**
+ * Until an operator replica that is not being deleted holds the operator Lease: after a restart the old leader,
+ * still listed while it terminates, releases the Lease on its way out and a new replica takes it a moment later.
+ */
 export async function waitOperatorLeading(http: KubeHttp): Promise<void> {
   await waitFor(
     'an operator replica to lead',
     60_000,
     () =>
       operatorLeader(http).then(
-        () => true,
+        (p) => p.metadata?.deletionTimestamp == null,
         () => false,
       ),
     250,
