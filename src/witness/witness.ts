@@ -11,7 +11,7 @@ import { refusalOf } from '../kube/errors.js';
 import { type KubeHttp, PatchType } from '../kube/http.js';
 import { Informer, keyOf, withoutManagedFields } from '../kube/informer.js';
 import { type CgroupLayout, readPodCgroup } from './cgroups.js';
-import { judge, wantsWitness } from './judge.js';
+import { judge, type Judgement, wantsWitness } from './judge.js';
 import { bundleKind, type CgroupKind } from './runtime.js';
 import type { WitnessMetrics } from './metrics.js';
 import type { OperatorChannel } from './report.js';
@@ -34,10 +34,16 @@ interface Watched {
   /** What each container id's bundle said: it never changes, and reading and parsing it every sweep costs CPU the node needs then. */
   kinds: Map<string, CgroupKind>;
   writing?: boolean;
+  /** Every container seen exited (kept: a later sweep may find the cgroups gone). */
+  proven?: Proven;
+  /** Sent to the operator already (once: the condition follows either way). */
+  reported?: boolean;
   /** After a failed write: not before this time (ms), and how many failed in a row. */
   retryAt?: number;
   failures?: number;
 }
+
+type Proven = Extract<Judgement, { proven: true }>;
 
 const RETRY = { initialMs: 100, maxMs: 5_000 };
 
@@ -122,23 +128,30 @@ export class Witness {
     }
   }
 
-  /** Straight to the operator, beside the condition (not instead: the condition is the record, and what a new leader reads). */
-  private sendReport(pod: V1Pod, e: { exitedBy: number; node: string }, detail: string): void {
+  /**
+   * Straight to the operator, beside the condition (not instead: the condition is the record, and what a replica
+   * that missed the report reads); both at once, so a report that does not arrive delays nothing.
+   */
+  private async report(w: Watched, v: Proven): Promise<void> {
     const channel = this.opts.channel;
     if (!channel) return;
-    const meta = pod.metadata ?? {};
-    const report = { namespace: meta.namespace ?? '', name: meta.name ?? '', uid: meta.uid ?? '', node: e.node, exitedBy: microTime(e.exitedBy), detail };
+    const meta = w.pod.metadata ?? {};
     const sentAt = this.now();
-    void channel.report(report).then((result) => {
-      this.metrics.reports.inc({ result });
-      this.log.info({ pod: podRef(pod), result, ms: this.now() - sentAt }, 'reported to the operator');
+    const result = await channel.report({
+      namespace: meta.namespace ?? '',
+      name: meta.name ?? '',
+      uid: meta.uid ?? '',
+      node: this.opts.node,
+      exitedBy: microTime(v.exitedBy),
+      detail: v.detail,
     });
+    this.metrics.reports.inc({ result });
+    this.log.info({ pod: podRef(w.pod), result, ms: this.now() - sentAt }, 'reported to the operator');
   }
 
-  private async look(key: string, w: Watched): Promise<void> {
-    if (w.writing || (w.retryAt ?? 0) > this.now()) return;
+  /** The pod's cgroups as the kernel has them now, judged. */
+  private async read(w: Watched): Promise<Judgement> {
     const uid = w.pod.metadata?.uid ?? '';
-    let verdict;
     try {
       const reading = readPodCgroup(this.opts.layout, uid, this.now);
       if (reading.found) {
@@ -148,23 +161,40 @@ export class Witness {
           if (kind) w.kinds.set(c.id, kind);
         }
       }
-      verdict = judge(reading, w.kinds);
+      return judge(reading, w.kinds);
     } catch (err) {
-      verdict = { proven: false as const, why: `cannot read its cgroups: ${String(err)}` };
+      return { proven: false, why: `cannot read its cgroups: ${String(err)}` };
     }
+  }
+
+  private async look(key: string, w: Watched): Promise<void> {
+    if (w.writing || (w.retryAt ?? 0) > this.now()) return;
+    // What was proven stays proven (a statement about an instant): a later sweep may find the cgroups removed.
+    const verdict = w.proven ?? (await this.read(w));
     if (!verdict.proven) {
       if (verdict.why !== w.lastWhy) this.log.debug({ pod: key, why: verdict.why }, 'not yet');
       w.lastWhy = verdict.why;
       return;
     }
+    w.proven = verdict;
     w.writing = true;
-    const evidence = { exitedBy: verdict.exitedBy, node: this.opts.node };
-    if (w.failures === undefined) this.sendReport(w.pod, evidence, verdict.detail);
-    const condition = witnessCondition(evidence, verdict.detail, this.now());
+    try {
+      if (!w.reported) {
+        w.reported = true;
+        void this.report(w, verdict);
+      }
+      await this.writeCondition(key, w, verdict);
+    } finally {
+      w.writing = false;
+    }
+  }
+
+  private async writeCondition(key: string, w: Watched, verdict: Proven): Promise<void> {
+    const condition = witnessCondition({ exitedBy: verdict.exitedBy, node: this.opts.node }, verdict.detail, this.now());
     const path = `/api/v1/namespaces/${w.pod.metadata?.namespace ?? ''}/pods/${w.pod.metadata?.name ?? ''}/status`;
     try {
       // The uid is a precondition: a re-created pod of the same name is another pod.
-      await this.http.patch(path, { metadata: { uid }, status: { conditions: [condition] } }, PatchType.strategic);
+      await this.http.patch(path, { metadata: { uid: w.pod.metadata?.uid ?? '' }, status: { conditions: [condition] } }, PatchType.strategic);
       this.metrics.evidence.inc({ result: 'written' });
       this.metrics.latency.observe((verdict.exitedBy - w.since) / 1000);
       this.log.info({ pod: podRef(w.pod), exitedBy: new Date(verdict.exitedBy).toISOString(), detail: verdict.detail }, 'every container exited');
@@ -172,7 +202,7 @@ export class Witness {
     } catch (err) {
       const refusal = refusalOf(err);
       this.metrics.evidence.inc({ result: refusal ?? 'error' });
-      // Gone, replaced or refused (the admission policy): nothing to write; anything else is tried next sweep.
+      // Gone, replaced or refused (the admission policy): nothing to write; anything else is tried again later.
       if (refusal !== undefined) {
         this.log.warn({ pod: podRef(w.pod), refusal, err: String(err) }, 'evidence not written');
         this.forget(key);
@@ -181,8 +211,6 @@ export class Witness {
         w.retryAt = this.now() + Math.min(RETRY.maxMs, RETRY.initialMs * 2 ** (w.failures - 1));
         this.log.warn({ pod: podRef(w.pod), err: String(err), failures: w.failures }, 'writing evidence failed; retrying with backoff');
       }
-    } finally {
-      w.writing = false;
     }
   }
 }
