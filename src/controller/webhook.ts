@@ -1,6 +1,7 @@
 // The admission webhook's upkeep. Every replica loads the serving pair from the certificate Secret (and again
 // on every change: rotation). The leader keeps the MutatingWebhookConfiguration narrow — only the namespaces of
-// managed controller workloads — and, when the operator issues its own certificates, rotates them step by step
+// managed controller workloads whose new pods could be held back (not where a live witness runs on every
+// holder's node) — and, when the operator issues its own certificates, rotates them step by step
 // (src/webhook/certs.ts) and keeps the configuration's caBundle equal to the Secret's CA bundle.
 import type { V1Deployment, V1MutatingWebhookConfiguration, V1Secret } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
@@ -36,11 +37,17 @@ export interface WebhookDeps {
   configuration: InformerView<V1MutatingWebhookConfiguration> | undefined;
   /** Managed controller Deployments: the webhook asks only about their namespaces. */
   deployments: InformerView<V1Deployment>;
+  /**
+   * Of those, the namespaces where a new pod could be held back (the handover engine's view); the others are left
+   * out, so their pods' creation does not wait for a webhook call. Undefined: every managed workload's namespace.
+   */
+  admissionNamespaces?: () => string[];
   now: Clock;
 }
 
 const KEY = 'webhook' as const;
 const HOUR_MS = 3_600_000;
+const SCOPE_RECHECK_MS = 60_000;
 const MWC_PATH = '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations';
 const NAMESPACE_LABEL = 'kubernetes.io/metadata.name';
 
@@ -109,6 +116,11 @@ export class WebhookController implements Part {
     await this.queue.shutDown();
   }
 
+  /** What admissionNamespaces() reads changed (a lease holder, a witness, a node's readiness, a lost race). */
+  scopeChanged(): void {
+    this.enqueue();
+  }
+
   /** Something the configuration follows changed: the Secret, the configuration, the managed workloads' namespaces. */
   private enqueue(): void {
     if (this.active) this.queue.add(KEY);
@@ -144,7 +156,7 @@ export class WebhookController implements Part {
       caBundle = Buffer.from(state.cas.map((c) => c.pem).join(''), 'utf8').toString('base64');
       nextCheckAt = step.nextCheckAt;
     }
-    const namespaceSelector = namespaceSelectorFor(this.d.deployments.list().map((dep) => dep.metadata?.namespace ?? ''));
+    const namespaceSelector = namespaceSelectorFor(this.d.admissionNamespaces?.() ?? this.d.deployments.list().map((dep) => dep.metadata?.namespace ?? ''));
     const stale = (mwc.webhooks ?? []).filter(
       (w) => !sameContent(w.namespaceSelector, namespaceSelector) || (caBundle !== undefined && w.clientConfig.caBundle !== caBundle),
     );
@@ -172,8 +184,10 @@ export class WebhookController implements Part {
       }
       this.d.log.info({ namespaces: namespaceSelector.matchExpressions[0]?.values ?? [], caBundle: caBundle !== undefined }, 'webhook configuration updated');
     }
-    // Looked at again at the next rotation, and hourly in any case (a clock step, a Secret edited by hand).
-    return { requeueAfterMs: Math.min(HOUR_MS, Math.max(1000, (nextCheckAt ?? now + HOUR_MS) - now)) };
+    // Looked at again at the next rotation, and hourly in any case (a clock step, a Secret edited by hand); each
+    // minute where the scope is narrowed (a lost race's back-off ends without an event).
+    const recheckMs = this.d.admissionNamespaces ? SCOPE_RECHECK_MS : HOUR_MS;
+    return { requeueAfterMs: Math.min(recheckMs, Math.max(1000, (nextCheckAt ?? now + HOUR_MS) - now)) };
   }
 
   private async writeSecret(existing: V1Secret | undefined, next: { data: Record<string, string>; caRotatedAt: number }): Promise<void> {

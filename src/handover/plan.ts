@@ -124,7 +124,14 @@ export type AdmissionPlan =
  */
 export function admissionSettled(s: HandoverSnapshot, pod: V1Pod, early?: EarlyLift): boolean {
   const dep = s.workloadOf(pod);
-  if (!dep) return true;
+  return !dep || startsUngated(s, dep, early);
+}
+
+/**
+ * Whether every new pod of `dep` is admitted ungated, whatever its lease holders do: each would let it start at
+ * once even while being stopped. Then the webhook need not be asked about its namespace at all.
+ */
+export function startsUngated(s: HandoverSnapshot, dep: V1Deployment, early?: EarlyLift): boolean {
   if (!early) return false;
   return heldLeases(s, dep).every(({ holder }) => {
     const at = early(holder);

@@ -80,6 +80,7 @@ export class Operator {
       witnessedNodes: () => witnessedNodes(witnesses.list(), nodes.list()),
       reports,
       onReportChanged: (driver) => drivers.statusChanged(driver),
+      onAdmissionScopeChanged: () => this.webhook?.scopeChanged(),
       access,
     });
     this.parts = [drivers, this.handover];
@@ -116,8 +117,12 @@ export class Operator {
         secret: caches.webhookSecret,
         configuration: caches.webhookConfiguration,
         deployments: caches.deployments,
+        admissionNamespaces: () => handover.admissionNamespaces(),
       });
       this.parts.push(this.webhook);
+      // Where a witness comes or goes, the webhook's scope follows.
+      const scope = () => this.webhook?.scopeChanged();
+      witnesses.on('add', scope).on('update', scope).on('delete', scope);
     }
     if (cfg.leaderElection) {
       this.elector = new LeaderElector({

@@ -12,7 +12,16 @@ import { makeLogger } from '../../src/log.js';
 import type { Handover } from '../../hack/bench/handovers.js';
 import type { LeaseTimeline } from '../../hack/bench/lease-timeline.js';
 import { measureHandovers } from '../../hack/bench/measure-rollout.js';
-import { clusterHttp, deploySample, kubeconfigPath, kubectl, SAMPLE_LEASES, SAMPLE_SNAPSHOT_CONTROLLER, waitFor } from '../../hack/lib/cluster.js';
+import {
+  clusterHttp,
+  deploySample,
+  kubeconfigPath,
+  kubectl,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE,
+  SAMPLE_SNAPSHOT_CONTROLLER,
+  waitFor,
+} from '../../hack/lib/cluster.js';
 import { request as httpsRequest } from 'node:https';
 import { WITNESS_AUDIENCE, WITNESS_REPORT_PATH } from '../../src/handover/witness-report.js';
 import {
@@ -57,6 +66,14 @@ function freezerOf(p: V1Pod): string {
 
 /** The operator's releases that rested on the node witness's evidence, so far. */
 const witnessedReleases = () => operatorMetric(http, 'csi_handover_release_evidence_total{evidence="witness-saw-containers-exit"}');
+
+/** The namespaces the pod admission webhook is asked about (its namespaceSelector's values; none when it matches nothing). */
+async function webhookScope(): Promise<string[]> {
+  const mwc = await http.get<{ webhooks: { namespaceSelector?: { matchExpressions?: { operator: string; values?: string[] }[] } }[] }>(
+    '/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations/csi-handover',
+  );
+  return (mwc.webhooks[0]?.namespaceSelector?.matchExpressions ?? []).flatMap((e) => (e.operator === 'In' ? (e.values ?? []) : []));
+}
 
 /** The witness's reports the operator leader accepted, so far. */
 const acceptedReports = () => operatorMetric(http, 'csi_handover_witness_reports_total{result="accepted"}');
@@ -130,6 +147,8 @@ describe('node witness', () => {
     // Before the kubelet's report: impossible without the witness, whose rule needs that report. How much before
     // varies with the sandbox's teardown (0.2–0.6 s here), so one release ahead of its pod's report proves it.
     expect(timelines.some((t) => (t.released ?? Infinity) < (t.kubeletReport ?? -Infinity))).toBe(true);
+    // Every holder on a node with a live witness: new pods there start ungated anyway, so the webhook is not asked.
+    await waitFor('the webhook no longer asked about the driver namespace', 20_000, async () => !(await webhookScope()).includes(SAMPLE_NAMESPACE));
   });
 
   describe('the admission policy', () => {
@@ -260,6 +279,8 @@ describe('node witness', () => {
     await http.patch(dsPath, { spec: { template: { spec: { nodeSelector: { 'csi-handover.io/no-such-node': 'x' } } } } }, PatchType.strategic);
     try {
       await waitFor('no witness pod', 120_000, async () => (await witnessPods()).length === 0, 500);
+      // No witness: new pods may need the gate again, so the webhook is asked about the namespace again.
+      await waitFor('the webhook asked about the driver namespace again', 20_000, async () => (await webhookScope()).includes(SAMPLE_NAMESPACE));
       await expectReleasedWithoutWitness();
     } finally {
       await http.patch(dsPath, { spec: { template: { spec: { nodeSelector: null } } } }, PatchType.strategic);

@@ -5,7 +5,7 @@ import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { hasHandoverGate } from '../../handover/gate.js';
 import { podIdentity } from '../../handover/holder.js';
 import { handoverPendingFor } from '../../handover/pending.js';
-import { planLease, planOperatorLeaving, planOrphanGate, planWorkload } from '../../handover/plan.js';
+import { planLease, planOperatorLeaving, planOrphanGate, planWorkload, startsUngated } from '../../handover/plan.js';
 import { workloadRef } from '../../handover/snapshot.js';
 import type { WitnessEvidence } from '../../handover/witness-evidence.js';
 import type { ReconcileResult, WorkQueue } from '../../kube/workqueue.js';
@@ -78,9 +78,22 @@ export class HandoverController implements Part {
     return { accepted: true };
   }
 
+  /**
+   * The namespaces of the managed workloads a new pod of which the webhook could hold back: every one but those
+   * whose pods start ungated whatever their holders do (a live witness on each holder's node, no lost race lately).
+   * Where there is no witness, every managed workload's namespace.
+   */
+  admissionNamespaces(): string[] {
+    const s = this.world.snapshot();
+    const early = this.early.earlyLift(s);
+    return this.d.deployments().flatMap((dep) => (startsUngated(s, dep, early) ? [] : [dep.metadata?.namespace ?? '']));
+  }
+
   // Heartbeats change nothing a decision reads; a change of readiness concerns every pod on the node.
   private readonly nodeSeen = (n: V1Node): void => {
-    if (this.world.nodeSeen(n)) for (const o of this.world.podsOnNode(n.metadata?.name)) this.route(o.pod);
+    if (!this.world.nodeSeen(n)) return;
+    for (const o of this.world.podsOnNode(n.metadata?.name)) this.route(o.pod);
+    this.d.onAdmissionScopeChanged?.();
   };
 
   private enqueue(key: HandoverKey): void {
@@ -126,6 +139,7 @@ export class HandoverController implements Part {
       this.early.learn(handover, handover.oldPod === undefined ? undefined : this.world.pod(handover.oldPod), s);
       this.reporting.report(handover, s);
     }
+    if (handover || holder !== old?.spec?.holderIdentity) this.d.onAdmissionScopeChanged?.();
     this.enqueue(keyIn('lease', lease));
     // Leadership moved: the new holder's workload re-checks deletion costs and gates. Renewals skip this.
     if (holder && holder !== old?.spec?.holderIdentity) {

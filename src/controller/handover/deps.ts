@@ -27,6 +27,8 @@ export interface HandoverDeps {
   reports: HandoverReports;
   /** A driver's handover report changed: its status needs an apply. */
   onReportChanged: (driver: string) => void;
+  /** Something admissionNamespaces() reads changed: a lease's holder, a node's readiness, a lost race. */
+  onAdmissionScopeChanged?: () => void;
   /** Whether the operator may patch pods where it would gate one (undefined: not asked). */
   access?: WriteAccess;
   now: Clock;
