@@ -3,7 +3,7 @@
 // refused here changes nothing; the witness's condition on the pod, or the kubelet's report, still comes.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { reportEvidence, reportSender, WitnessReport } from '../handover/witness-report.js';
+import { mayBeWitnessToken, reportEvidence, reportSender, WITNESS_AUDIENCE, WitnessReport } from '../handover/witness-report.js';
 import type { WitnessEvidence } from '../handover/witness-evidence.js';
 import type { InformerView } from '../kube/informer.js';
 import type { TokenReviewer } from '../kube/token-review.js';
@@ -37,6 +37,8 @@ export class WitnessReports {
 
   private async decide(token: string | undefined, body: string): Promise<ReportAnswer & { result: string }> {
     if (!token) return { code: 401, message: 'no bearer token', result: 'unauthenticated' };
+    if (!mayBeWitnessToken(token, this.d.witnessNamespace))
+      return { code: 401, message: `not a token of the witness namespace for audience ${WITNESS_AUDIENCE}`, result: 'unauthenticated' };
     let review;
     try {
       review = await this.d.reviewer.review(token);

@@ -76,3 +76,20 @@ export function reportEvidence(report: WitnessReport, senderNode: string): { ok:
   if (exitedBy === undefined) return { ok: false, reason: `exitedBy ${report.exitedBy} is not a time` };
   return { ok: true, evidence: { exitedBy, node: senderNode } };
 }
+
+/**
+ * Whether a bearer token could be a witness's at all, read from its unverified claims: a JWT for our audience with
+ * a ServiceAccount of the witness namespace as subject. Anything else is refused without asking the API server,
+ * so junk sent to the replicas' port costs no TokenReview. The API server's review still decides.
+ */
+export function mayBeWitnessToken(token: string, witnessNamespace: string): boolean {
+  const payload = token.split('.')[1];
+  if (!payload) return false;
+  try {
+    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { aud?: unknown; sub?: unknown };
+    const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
+    return aud.includes(WITNESS_AUDIENCE) && typeof claims.sub === 'string' && claims.sub.startsWith(`system:serviceaccount:${witnessNamespace}:`);
+  } catch {
+    return false;
+  }
+}

@@ -10,9 +10,11 @@ const REMEMBER_MS = 5 * 60_000;
 /** A refusal is remembered briefly, so a sender retrying a bad token does not become a stream of reviews. */
 const REMEMBER_REFUSAL_MS = 10_000;
 const MAX_REMEMBERED = 1_000;
+const MAX_IN_FLIGHT = 8;
 
 export class TokenReviewer {
   private readonly reviews = new Map<string, { until: number; status: Promise<TokenReviewStatus> }>();
+  private inFlight = 0;
 
   constructor(
     private readonly http: KubeHttp,
@@ -26,7 +28,10 @@ export class TokenReviewer {
     const known = this.reviews.get(key);
     if (known && known.until > now) return known.status;
     for (const [k, r] of this.reviews) if (r.until <= now || this.reviews.size >= MAX_REMEMBERED) this.reviews.delete(k);
-    const status = this.ask(token);
+    // Witnesses send a handful at a time; more at once is not them, and must not become a stream of API requests.
+    if (this.inFlight >= MAX_IN_FLIGHT) return Promise.reject(new Error(`${MAX_IN_FLIGHT} token reviews already under way`));
+    this.inFlight++;
+    const status = this.ask(token).finally(() => this.inFlight--);
     // Until answered, concurrent reports share the request; a failed request (not an answer) is not remembered.
     this.reviews.set(key, { until: now + REMEMBER_MS, status });
     status.then(

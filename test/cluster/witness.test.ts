@@ -253,7 +253,10 @@ describe('node witness', () => {
       const own = await tokenOf('node-1', WITNESS_AUDIENCE);
       expect(await send(undefined, report('node-1'))).toMatch(/^401: no bearer token/);
       // The witness's ordinary token is the API server's audience: no good here (nor is ours any good there).
-      expect(await send(await tokenOf('node-1'), report('node-1'))).toMatch(/^401: token not authenticated/);
+      expect(await send(await tokenOf('node-1'), report('node-1'))).toMatch(/^401: not a token of the witness namespace for audience/);
+      // Claims that look right, signed by nobody: the API server's review refuses it.
+      const forged = `e30.${Buffer.from(JSON.stringify({ aud: [WITNESS_AUDIENCE], sub: `system:serviceaccount:${WITNESS_NS}:csi-handover-witness` })).toString('base64url')}.x`;
+      expect(await send(forged, report('node-1'))).toMatch(/^401: token not authenticated/);
       expect(await send(await tokenOf('node-2', WITNESS_AUDIENCE), report('node-1'))).toMatch(/^403: the witness on node-2 reported for node node-1/);
       expect(await send(await tokenOf('node-2', WITNESS_AUDIENCE), report('node-2'))).toMatch(/^409: pod .* runs on node-1, not node-2/);
       expect(await send(own, { ...report('node-1'), exitedBy: 'now' })).toMatch(/^400: unreadable report/);
