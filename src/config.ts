@@ -2,6 +2,7 @@
 import { hostname } from 'node:os';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
+import { describeIssues } from './issues.js';
 
 const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const;
 const duration = z
@@ -97,7 +98,7 @@ export function loadConfig(argv: string[], env: NodeJS.ProcessEnv): Config {
   );
   const parsed = Config.safeParse(raw);
   if (!parsed.success) {
-    throw new Error(`invalid configuration: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new Error(`invalid configuration: ${describeIssues(parsed.error)}`);
   }
   return parsed.data;
 }

@@ -4,6 +4,7 @@ import { z } from 'zod';
 import { formatGap, type HandoverRecord } from '../handover/measure.js';
 import { type HandoverReport, reportFromStatus } from '../handover/report.js';
 import type { TimelineInput } from '../report/timeline-svg.js';
+import { describeIssues } from '../issues.js';
 
 const Condition = z.object({
   type: z.string(),
@@ -36,7 +37,7 @@ export type EventObject = z.infer<typeof Event>;
 /** A ClusterCSIDriver as `kubectl get -o json` prints it, checked; a clear error for anything else. */
 export function parseDriver(json: unknown): DriverObject {
   const parsed = Driver.safeParse(json);
-  if (!parsed.success) throw new Error(`not a ClusterCSIDriver: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success) throw new Error(`not a ClusterCSIDriver: ${describeIssues(parsed.error)}`);
   return parsed.data;
 }
 

@@ -8,6 +8,7 @@ import type { WitnessEvidence } from '../handover/witness-evidence.js';
 import type { InformerView } from '../kube/informer.js';
 import type { TokenReviewer } from '../kube/token-review.js';
 import type { Metrics } from '../metrics.js';
+import { describeIssues } from '../issues.js';
 
 export interface ReportAnswer {
   code: number;
@@ -51,7 +52,7 @@ export class WitnessReports {
     let report: WitnessReport;
     try {
       const parsed = WitnessReport.safeParse(JSON.parse(body));
-      if (!parsed.success) throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+      if (!parsed.success) throw new Error(describeIssues(parsed.error));
       report = parsed.data;
     } catch (err) {
       return { code: 400, message: `unreadable report: ${String(err instanceof Error ? err.message : err)}`, result: 'invalid' };

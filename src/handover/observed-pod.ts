@@ -1,7 +1,7 @@
 // What the operator remembers of a pod: its last observed object, kept as a tombstone after the object is
 // deleted, because a dead lease holder is usually proven dead only after its pod is gone.
 import type { V1Pod } from '@kubernetes/client-node';
-import type { WitnessEvidence } from './witness-evidence.js';
+import { type WitnessEvidence, witnessEvidence } from './witness-evidence.js';
 
 export interface ObservedPod {
   /** Last observed object (for a tombstone: the object the deletion event carried). */
@@ -67,4 +67,9 @@ export function observePodGone(previous: ObservedPod | undefined, lastPod: V1Pod
 /** The witness reported every container of the pod exited: remembered until the pod is forgotten. */
 export function observeWitnessReport(observed: ObservedPod, evidence: WitnessEvidence): ObservedPod {
   return { ...observed, witnessed: evidence };
+}
+
+/** The witness's evidence on an observed pod: its report to the operator, else its condition on the pod. */
+export function witnessOf(p: ObservedPod): WitnessEvidence | undefined {
+  return p.witnessed ?? witnessEvidence(p.pod);
 }

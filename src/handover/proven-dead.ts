@@ -5,8 +5,7 @@
 import { readyCondition } from './ready.js';
 import type { V1ContainerStatus, V1Node, V1Pod } from '@kubernetes/client-node';
 import { parseKubeTime } from './kube-time.js';
-import { gracefulDeletionSeconds, type ObservedPod, podRef } from './observed-pod.js';
-import { witnessOf } from './witness-evidence.js';
+import { gracefulDeletionSeconds, type ObservedPod, podRef, witnessOf } from './observed-pod.js';
 
 /** What a holder's death can rest on. */
 export const DEATH_EVIDENCE = ['deleted-after-containers-terminated', 'containers-terminated', 'pod-phase-terminal', 'witness-saw-containers-exit'] as const;

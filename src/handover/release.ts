@@ -5,9 +5,8 @@ import type { V1Lease, V1LeaseSpec, V1Node } from '@kubernetes/client-node';
 import { type LeaseRecord, microTime, releasedRecord } from '../leaderelection/lease-record.js';
 import { resolveHolder } from './holder.js';
 import { parseKubeTime } from './kube-time.js';
-import { type ObservedPod, podRef } from './observed-pod.js';
+import { type ObservedPod, podRef, witnessOf } from './observed-pod.js';
 import { containersFinishedAt, provenDead } from './proven-dead.js';
-import { witnessOf } from './witness-evidence.js';
 
 export type ReleaseDecision =
   | { action: 'release'; holder: string; pod: string; evidence: string; message: string }

@@ -6,7 +6,6 @@ import { isReady } from './ready.js';
 import type { V1Node, V1Pod, V1PodCondition } from '@kubernetes/client-node';
 import { microTime } from '../leaderelection/lease-record.js';
 import { parseKubeTime } from './kube-time.js';
-import type { ObservedPod } from './observed-pod.js';
 
 export const CONTAINERS_EXITED = 'csi-handover.io/containers-exited';
 export const CONTAINERS_EXITED_REASON = 'AllContainersExited';
@@ -61,9 +60,4 @@ export function witnessEvidence(pod: V1Pod): WitnessEvidence | undefined {
   if (!m) return undefined;
   const exitedBy = parseKubeTime(m[1]);
   return exitedBy === undefined ? undefined : { exitedBy, node: m[2] ?? '' };
-}
-
-/** The witness's evidence on an observed pod: its report to the operator, else its condition on the pod. */
-export function witnessOf(p: ObservedPod): WitnessEvidence | undefined {
-  return p.witnessed ?? witnessEvidence(p.pod);
 }

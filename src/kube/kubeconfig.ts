@@ -5,6 +5,7 @@ import { dirname, isAbsolute, join } from 'node:path';
 import { parse } from 'yaml';
 import { z } from 'zod';
 import { type ClusterAccess, fileToken, fixedToken, noToken } from './config.js';
+import { describeIssues } from '../issues.js';
 
 const KubeconfigFile = z.object({
   'current-context': z.string().optional(),
@@ -52,7 +53,7 @@ export function kubeconfigAccess(path: string, read: (p: string) => string = (p)
     throw new Error(`kubeconfig ${path}: ${why}`);
   };
   const parsed = KubeconfigFile.safeParse(parse(read(path)));
-  if (!parsed.success) fail(`not a kubeconfig this operator reads: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  if (!parsed.success) fail(`not a kubeconfig this operator reads: ${describeIssues(parsed.error)}`);
   const kc = parsed.data!;
   const contextName = kc['current-context'] ?? (kc.contexts.length === 1 ? kc.contexts[0]?.name : undefined) ?? fail('no current-context');
   const context = kc.contexts.find((c) => c.name === contextName)?.context ?? fail(`context "${contextName}" is not defined`);

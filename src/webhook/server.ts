@@ -9,6 +9,7 @@ import type { AdmissionPlan } from '../handover/plan.js';
 import type { Metrics } from '../metrics.js';
 import { WITNESS_REPORT_PATH } from '../handover/witness-report.js';
 import { AdmissionReview, allowed, podOf } from './admission.js';
+import { describeIssues } from '../issues.js';
 
 export const MUTATE_PATH = '/mutate-v1-pod';
 const MAX_BODY = 3 * 1024 * 1024; // the API server's own limit on an object is about this
@@ -93,7 +94,7 @@ export class WebhookServer {
     let review: AdmissionReview;
     try {
       const parsed = AdmissionReview.safeParse(JSON.parse(body));
-      if (!parsed.success) throw new Error(parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '));
+      if (!parsed.success) throw new Error(describeIssues(parsed.error));
       review = parsed.data;
     } catch (err) {
       this.d.log.warn({ err: String(err) }, 'unreadable AdmissionReview: answered 400 (the API server admits the pod unchanged)');

@@ -11,6 +11,7 @@ import { detectLayout } from './cgroups.js';
 import { makeWitnessMetrics } from './metrics.js';
 import { OperatorChannel } from './report.js';
 import { Witness } from './witness.js';
+import { describeIssues } from '../issues.js';
 
 /** Where config/witness projects the token for the operator's audience. */
 const REPORT_TOKEN = '/var/run/secrets/csi-handover.io/witness/token';
@@ -73,7 +74,7 @@ const parsed = WitnessConfig.safeParse({
   logLevel: values['log-level'] ?? process.env.LOG_LEVEL ?? 'info',
 });
 if (!parsed.success) {
-  console.error(`csi-handover witness: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  console.error(`csi-handover witness: ${describeIssues(parsed.error)}`);
   process.exit(2);
 }
 const cfg = parsed.data;

@@ -2,9 +2,8 @@
 // Ready witness pod and its node), what it may say, and that the operator keeps it for that pod only.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { observePod, observePodGone, observeWitnessReport } from '../../src/handover/observed-pod.js';
+import { observePod, observePodGone, observeWitnessReport, witnessOf } from '../../src/handover/observed-pod.js';
 import { mayBeWitnessToken, reportEvidence, reportSender, type TokenReviewStatus, WITNESS_AUDIENCE, WitnessReport } from '../../src/handover/witness-report.js';
-import { witnessOf } from '../../src/handover/witness-evidence.js';
 import { replicaTargets } from '../../src/witness/report.js';
 
 const NS = 'csi-handover-witness';
