@@ -4,6 +4,7 @@ import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod, V1PodList } from '@kube
 import { DRIVER_LABEL } from '../../src/api/names.js';
 import { type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { waitFor } from './cluster.js';
+import { isConflict } from '../../src/kube/errors.js';
 
 export const deploymentPath = (ns: string, name: string) => `/apis/apps/v1/namespaces/${ns}/deployments/${name}`;
 
@@ -99,7 +100,16 @@ export async function setVerbosityDirectly(http: KubeHttp, ns: string, driver: s
     ),
   );
   for (const { path, w } of lists.flat().sort((a, b) => a.name.localeCompare(b.name))) {
-    for (const c of w.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
-    await http.request('PUT', path, { body: w });
+    // Its controller writes the status meanwhile: a conflict is answered by reading it again.
+    for (let attempt = 1, current = w; ; attempt++) {
+      for (const c of current.spec?.template.spec?.containers ?? []) c.args = (c.args ?? []).map((a) => (/^--v=\d+$/.test(a) ? `--v=${v}` : a));
+      try {
+        await http.request('PUT', path, { body: current });
+        break;
+      } catch (err) {
+        if (!isConflict(err) || attempt >= 5) throw err;
+        current = await http.get<V1Deployment | V1DaemonSet>(path);
+      }
+    }
   }
 }
