@@ -87,7 +87,7 @@ export class Operator {
     if (caches.webhookSecret) {
       const ns = cfg.leaderElectionNamespace;
       const handover = this.handover;
-      const reports = new WitnessReports({
+      const witnessReports = new WitnessReports({
         reviewer: new TokenReviewer(http, WITNESS_AUDIENCE, systemClock),
         witnessNamespace: cfg.witnessNamespace,
         witnesses,
@@ -101,7 +101,7 @@ export class Operator {
         metrics,
         gating: cfg.handoverGate,
         decide: (pod, signal) => handover.admission.admit(pod, signal),
-        witnessReport: (token, body) => reports.receive(token, body),
+        witnessReport: (token, body) => witnessReports.receive(token, body),
       });
       this.webhook = new WebhookController({
         ...common,
