@@ -6,6 +6,7 @@
 // report, still comes.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { z } from 'zod';
+import type { TokenReviewStatus } from '../kube/token-review.js';
 import { parseKubeTime } from './kube-time.js';
 import { type WitnessEvidence, witnessedNodes } from './witness-evidence.js';
 
@@ -24,20 +25,6 @@ export const WitnessReport = z.object({
   detail: z.string().max(1024).default(''),
 });
 export type WitnessReport = z.infer<typeof WitnessReport>;
-
-/** The parts of a TokenReview's status the decision reads. */
-export const TokenReviewStatus = z.object({
-  authenticated: z.boolean().optional(),
-  error: z.string().optional(),
-  audiences: z.array(z.string()).optional(),
-  user: z
-    .object({
-      username: z.string().optional(),
-      extra: z.record(z.string(), z.array(z.string())).optional(),
-    })
-    .optional(),
-});
-export type TokenReviewStatus = z.infer<typeof TokenReviewStatus>;
 
 const POD_UID = 'authentication.kubernetes.io/pod-uid';
 const NODE_NAME = 'authentication.kubernetes.io/node-name';

@@ -2,8 +2,22 @@
 // (an API request, 10–50 ms on a loaded control plane) would otherwise sit in every one's path. What is remembered
 // is only the API server's answer about the token; who may act on it is decided afresh on every report.
 import { createHash } from 'node:crypto';
-import { TokenReviewStatus } from '../handover/witness-report.js';
+import { z } from 'zod';
 import type { KubeHttp } from './http.js';
+
+/** The parts of a TokenReview's status the decision reads. */
+export const TokenReviewStatus = z.object({
+  authenticated: z.boolean().optional(),
+  error: z.string().optional(),
+  audiences: z.array(z.string()).optional(),
+  user: z
+    .object({
+      username: z.string().optional(),
+      extra: z.record(z.string(), z.array(z.string())).optional(),
+    })
+    .optional(),
+});
+export type TokenReviewStatus = z.infer<typeof TokenReviewStatus>;
 
 /** A pod-bound token stays valid until its pod is deleted or it expires (an hour or more); the sender's pod is checked on every report. */
 const REMEMBER_MS = 5 * 60_000;

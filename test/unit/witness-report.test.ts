@@ -3,7 +3,8 @@
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
 import { observePod, observePodGone, observeWitnessReport, witnessOf } from '../../src/handover/observed-pod.js';
-import { mayBeWitnessToken, reportEvidence, reportSender, type TokenReviewStatus, WITNESS_AUDIENCE, WitnessReport } from '../../src/handover/witness-report.js';
+import { mayBeWitnessToken, reportEvidence, reportSender, WITNESS_AUDIENCE, WitnessReport } from '../../src/handover/witness-report.js';
+import type { TokenReviewStatus } from '../../src/kube/token-review.js';
 import { replicaTargets } from '../../src/witness/report.js';
 
 const NS = 'csi-handover-witness';
