@@ -17,14 +17,16 @@ interface Sample {
   cpuMs: number;
 }
 
-/** Every witness process on the host: `node dist/src/main.js witness`. */
+/** Every witness process on the host: `node dist/src/main.js witness [flags]`. */
 function witnesses(): Sample[] {
   const out: Sample[] = [];
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
       const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0');
-      if (!cmd.some((a) => a.endsWith('main.js')) || cmd[cmd.length - 2] !== 'witness') continue;
+      // The subcommand follows the script; flags may follow it (--operator-namespace).
+      const script = cmd.findIndex((a) => a.endsWith('main.js'));
+      if (script < 0 || cmd[script + 1] !== 'witness') continue;
       const rss = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${d}/status`, 'utf8'))?.[1];
       // Fields after the command name (which may hold spaces): utime and stime are the 12th and 13th.
       const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
