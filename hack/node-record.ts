@@ -76,6 +76,8 @@ interface Running {
   owner: Owner;
   pid: number;
   startTime: string | undefined;
+  /** When its process was first seen exited (a zombie) or gone, while watched closely after its stop signal. */
+  goneSeen?: string;
 }
 const running = new Map<string, Running>();
 /** Containers whose exit is written: containerd may report it again after a restart; a second exit would be false. */
@@ -88,6 +90,11 @@ function procStat(pid: number): ReturnType<typeof parseProcStat> {
     return undefined;
   }
 }
+
+const isGone = (r: Running): boolean => {
+  const now = procStat(r.pid);
+  return !now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime);
+};
 
 function writeExit(id: string, owner: Owner, pid: number | undefined, t: string, fields: Partial<NodeEvent>): void {
   running.delete(id);
@@ -122,12 +129,46 @@ function watchProc(on: boolean): void {
     return;
   }
   procPoll ??= setInterval(() => {
-    for (const [id, r] of running) {
-      const now = procStat(r.pid);
-      if (!now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime))
-        writeExit(id, r.owner, r.pid, new Date().toISOString(), { source: 'proc' });
-    }
+    for (const [id, r] of running) if (isGone(r)) writeExit(id, r.owner, r.pid, r.goneSeen ?? new Date().toISOString(), { source: 'proc' });
   }, PROC_POLL_MS);
+}
+
+/**
+ * containerd stamps an exit late: its shim sets the time when it handles the exit (containerd v2.4
+ * cmd/containerd-shim-runc-v2 `handleProcessExit` → `setExited`: time.Now()), after reaping the process, reading
+ * the bundle's config.json and handling the pod's earlier exits one by one — tens of milliseconds after the
+ * kernel, more under load. Anything that acts on the kernel's view (the node witness reads pids.current, which
+ * drops at the reap) can then look earlier than the death it followed. So from the kubelet's stop signal until the
+ * exit, the container's process is looked up every 2 ms, and the record keeps the earlier of the two times: the
+ * process seen a zombie or gone (never before it exited, at most a poll late) or containerd's.
+ */
+const STOP_POLL_MS = 2;
+// A process still there after this long is left to containerd's time (which then matters less): a standby that
+// waits out its grace period would otherwise cost a core's few percent, in the middle of a measurement.
+const STOP_WATCH_MS = 3_000;
+/** Container id → when its close watch ends. */
+const stopping = new Map<string, number>();
+let stopPoll: NodeJS.Timeout | undefined;
+function watchStop(namespace: string, pod: string, container: string): void {
+  for (const [id, r] of running)
+    if (r.owner.namespace === namespace && r.owner.pod === pod && r.owner.container === container && r.goneSeen === undefined)
+      stopping.set(id, Date.now() + STOP_WATCH_MS);
+  if (stopping.size === 0 || stopPoll) return;
+  stopPoll = setInterval(() => {
+    for (const [id, until] of stopping) {
+      const r = running.get(id);
+      if (r && !isGone(r)) {
+        if (Date.now() > until) stopping.delete(id);
+        continue;
+      }
+      if (r) r.goneSeen = new Date().toISOString();
+      stopping.delete(id);
+    }
+    if (stopping.size === 0) {
+      clearInterval(stopPoll);
+      stopPoll = undefined;
+    }
+  }, STOP_POLL_MS);
 }
 
 // containerd's event stream; when containerd restarts the stream ends: subscribe again, and watch /proc until the
@@ -151,7 +192,10 @@ function subscribe(): void {
     void owner.then((o) => {
       if (!o) return;
       if (e.kind === 'exited') {
-        writeExit(e.containerId, o, e.pid ?? running.get(e.containerId)?.pid, e.t, e.exitCode !== undefined ? exitOf(e.exitCode) : {});
+        const seen = running.get(e.containerId)?.goneSeen;
+        const earlier = seen !== undefined && Date.parse(seen) < Date.parse(e.t);
+        const code = e.exitCode !== undefined ? exitOf(e.exitCode) : {};
+        writeExit(e.containerId, o, e.pid ?? running.get(e.containerId)?.pid, earlier ? seen : e.t, earlier ? { ...code, source: 'proc' } : code);
         return;
       }
       const sandbox = o.container === undefined;
@@ -188,6 +232,8 @@ setInterval(() => {
   partial = lines.pop() ?? '';
   for (const l of lines) {
     const stop = parseKubeletStop(l, new Date());
-    if (stop) write({ ...stop, node, event: 'signal', signal: 'SIGTERM' });
+    if (!stop) continue;
+    write({ ...stop, node, event: 'signal', signal: 'SIGTERM' });
+    if (stop.container) watchStop(stop.namespace, stop.pod, stop.container);
   }
 }, 50);

@@ -16,8 +16,9 @@ export interface NodeEvent {
   exitCode?: number | null;
   signal?: string | null;
   /**
-   * How an exit was known when not from containerd: `proc`, its process seen gone from /proc while containerd's
-   * event stream was down (its time is when it was seen: no earlier than the exit, at most a poll later).
+   * How an exit's time was known when not from containerd: `proc`, its process seen exited or gone in /proc —
+   * while containerd's event stream was down, or (watched closely after its stop signal) before the time
+   * containerd stamps, which lags the kernel (hack/node-record.ts). No earlier than the exit, at most a poll later.
    */
   source?: 'proc';
 }

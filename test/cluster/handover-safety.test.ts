@@ -50,6 +50,10 @@ async function lastExit(pod: string): Promise<number> {
   return Math.max(...exits.map((e) => Date.parse(e.t)));
 }
 
+/** A lease's release and acquisition from the last exit, for a failure's message (CI's log shows its tail). */
+const timeline = (released: { t: number } | undefined, acquired: { t: number } | undefined, exitedAt: number): string =>
+  `released ${released ? `${released.t - exitedAt} ms` : 'never'}, acquired ${acquired ? `${acquired.t - exitedAt} ms` : 'never'} after the last exit`;
+
 const refusedReleases = (reason: string) => operatorMetric(http, `csi_handover_refused_releases_total{reason="${reason}"}`);
 
 beforeAll(async () => {
@@ -126,7 +130,7 @@ describe('no release without proof of death', () => {
       const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
       const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
       // Released by the operator only after the processes exited.
-      expect(released?.t ?? 0, `${lease} released after the old processes exited`).toBeGreaterThan(exitedAt);
+      expect(released?.t ?? 0, `${lease} released after the old processes exited (${timeline(released, acquired, exitedAt)})`).toBeGreaterThan(exitedAt);
       // The new pod's gate timed out during the partition (fail open), so its sidecars were already polling:
       // they take the released lease on their next poll, within 2.2 × the 5s retry period.
       expect((acquired?.t ?? 0) - exitedAt, `${lease} handed over within a poll of the exit`).toBeLessThan(2.2 * 5_000 + 2_000);
@@ -164,8 +168,9 @@ describe('no release without proof of death', () => {
       for (const lease of leases) {
         const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
         const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
-        if (released) expect(released.t, `${lease} released after the old processes exited`).toBeGreaterThan(exitedAt);
-        expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited`).toBeGreaterThan(exitedAt);
+        const when = timeline(released, acquired, exitedAt);
+        if (released) expect(released.t, `${lease} released after the old processes exited (${when})`).toBeGreaterThan(exitedAt);
+        expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited (${when})`).toBeGreaterThan(exitedAt);
       }
     },
   );
