@@ -14,4 +14,28 @@ const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
 // (numFailedTestSuites also counts the describe blocks around a failed test, so it is not this.)
 const files = (report.testResults ?? []).filter((f) => f.status === 'failed' && !(f.assertionResults ?? []).some((t) => t.status === 'failed')).length;
 const fileNote = files > 0 ? ` (${files} test file${files === 1 ? '' : 's'} failed outside a test: a hook or an import)` : '';
+// Each failure, named, with the first lines of its message (no stack, no colours), just above the closing line: a
+// CI log is often read from its tail, and vitest's own report of a failure is long and far above it.
+const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
+const plain = (s) => String(s).replace(ANSI, '');
+for (const f of report.testResults ?? []) {
+  const where = String(f.name ?? '').replace(/^.*?\/test\//, 'test/');
+  const failed = (f.assertionResults ?? []).filter((t) => t.status === 'failed');
+  if (failed.length === 0 && f.status === 'failed')
+    console.log(
+      `FAILED ${where}: ${plain(f.message ?? '')
+        .split('\n')
+        .slice(0, 3)
+        .join(' | ')}`,
+    );
+  for (const t of failed) {
+    const first = plain((t.failureMessages ?? [])[0] ?? '')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l && !l.startsWith('at '))
+      .slice(0, 3)
+      .join(' | ');
+    console.log(`FAILED ${where} > ${t.fullName ?? t.title}: ${first}`);
+  }
+}
 console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped${fileNote}`);
