@@ -206,7 +206,7 @@ NODE
 }
 
 down() {
-  local name pid left=0
+  local name left=0
   # KWOK's fake nodes go with it: left in etcd they would be NotReady nodes of the next cluster. Their pods
   # go with them (the pod garbage collector deletes pods bound to a node that no longer exists).
   if alive kwok && alive kube-apiserver; then
@@ -214,16 +214,10 @@ down() {
   fi
   # Real nodes first, while the API server still answers.
   if [[ -d "$local_dir/nodes" ]]; then "$root/hack/nodes.sh" down || left=1; fi
-  # Reverse start order.
+  # Reverse start order. The API server, its nodes gone, waits out requests in flight after SIGTERM until killed
+  # (15 s here, its log stopping at AfterShutdownDelayDuration); what it serves is in etcd, which stops after it.
   for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
-    [[ -f "$pids/$name" ]] || continue
-    pid="$(cat "$pids/$name")"
-    if kill -0 "$pid" 2>/dev/null; then
-      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-      for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-      kill -KILL -- "-$pid" 2>/dev/null || true
-      log "stopped $name"
-    fi
+    stop_component "$name" TERM "$([[ "$name" == kube-apiserver ]] && echo 3 || echo 15)"
     rm -f "$pids/$name"
   done
   # Anything still running under our state dir is a leak: kill it and report it.
@@ -239,13 +233,17 @@ down() {
   return "$left"
 }
 
-# stop_component <name> <signal>: signal its process group and wait until it is gone.
+# Alive and not a zombie: an exited process waits a second or two for this machine's init to reap it, and
+# `kill -0` still finds it until then.
+running() { local st; st="$(sed -E 's/^.*\) ([A-Za-z]).*$/\1/' "/proc/$1/stat" 2>/dev/null)" && [[ -n "$st" && "$st" != Z ]]; }
+
+# stop_component <name> <signal> [seconds, 15]: signal its process group, wait until it is gone, then SIGKILL it.
 stop_component() {
   local pid
   alive "$1" || return 0
   pid="$(cat "$pids/$1")"
   kill "-$2" -- "-$pid" 2>/dev/null || kill "-$2" "$pid" 2>/dev/null || true
-  for _ in $(seq 1 150); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  for _ in $(seq 1 $((${3:-15} * 10))); do running "$pid" || break; sleep 0.1; done
   kill -KILL -- "-$pid" 2>/dev/null || true
   rm -f "$pids/$1"
   log "stopped $1 (SIG$2)"
