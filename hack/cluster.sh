@@ -31,7 +31,7 @@ alive() { [[ -f "$pids/$1" ]] && kill -0 "$(cat "$pids/$1")" 2>/dev/null; }
 start() {
   local name="$1"; shift
   if alive "$name"; then log "$name already running (pid $(cat "$pids/$name"))"; return; fi
-  setsid "$@" >"$logs/$name.log" 2>&1 < /dev/null &
+  setsid "$@" >"$logs/$name.log" 2>&1 </dev/null 9>&- &
   echo $! >"$pids/$name"
   log "started $name (pid $!)"
 }
@@ -107,7 +107,7 @@ up() {
   write_kubeconfig "$local_dir/kube-controller-manager.kubeconfig" kube-controller-manager system:kube-controller-manager
   write_kubeconfig "$local_dir/kube-scheduler.kubeconfig" kube-scheduler system:kube-scheduler
 
-  "$root/hack/nodes.sh" net-up
+  "$root/hack/nodes.sh" net-up 9>&-
   port_free "127.0.0.1:$etcd_port" etcd; port_free "127.0.0.1:$etcd_peer_port" etcd; port_free "$api_addr:$api_port" kube-apiserver
   port_free "127.0.0.1:$kcm_port" kube-controller-manager; port_free "127.0.0.1:$sched_port" kube-scheduler
   start etcd "$bin/etcd" --name local --data-dir "$local_dir/etcd" \
@@ -172,7 +172,7 @@ POLICY
 
   # A control-plane restart (a fault) leaves the nodes, their images and KWOK as they are.
   [[ -n "${CONTROL_PLANE_ONLY:-}" ]] && { log "control plane up"; return; }
-  CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up
+  CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up 9>&-
   ((kwok_nodes == 0)) || kwok_up "$bin"
   log "cluster up; export KUBECONFIG=$kubeconfig"
 }
@@ -258,6 +258,18 @@ restart_component() { # restart_component <name> <signal> <seconds down>: `up` s
   if (($3 > 0)); then log "keeping $1 down for $3 s"; sleep "$3"; fi
   CONTROL_PLANE_ONLY=1 up
 }
+
+# One cluster.sh at a time on a state dir: two `up`s at once (an interrupted test run's, still going, and a new
+# one) start two sets of nodes under the same names, and one set's network is left behind. The lock is fd 9, closed
+# for every process a run starts (they outlive it).
+if [[ "${1:-}" =~ ^(up|down|wipe|restart)$ ]]; then
+  mkdir -p "$local_dir"
+  exec 9>>"$local_dir/cluster.lock"
+  if ! flock -n 9; then
+    log "another hack/cluster.sh is running on $local_dir; waiting for it (at most 10 minutes)"
+    flock -w 600 9 || { log "it still runs after 10 minutes: giving up"; exit 1; }
+  fi
+fi
 
 case "${1:-}" in
   up) up ;;
