@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-const RELIABILITY = ['test/cluster/faults.test.ts', 'test/cluster/soak.test.ts', 'test/cluster/cert-rotation.test.ts'];
+const RELIABILITY = ['test/cluster/faults.test.ts', 'test/cluster/soak.test.ts', 'test/cluster/cert-rotation.test.ts', 'test/cluster/reclaim.test.ts'];
 
 export default defineConfig({
   test: {

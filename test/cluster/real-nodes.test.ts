@@ -2,6 +2,7 @@
 // network, mount and UTS namespace, run pods the way any cluster does, and `cluster-down` leaves the host as
 // it found it. A throwaway cluster on its own ports, state directory and addresses, beside the shared one; with
 // one KWOK fake node too (make bench-scale's), whose pods must go through the stop sequence a kubelet reports.
+// (A run killed outright and reclaimed by the next `up`: test/cluster/reclaim.test.ts, in make test-reliability.)
 import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -10,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
 import { KubeHttp } from '../../src/kube/http.js';
 import { binDir, nodeEvents, recordWatch, repoRoot, waitFor } from '../../hack/lib/cluster.js';
-import { clusterCgroupPrefix, hostState, type HostState } from '../../hack/lib/host-state.js';
+import { hostState, type HostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync('/tmp/csi-handover-real-');
@@ -31,9 +32,8 @@ const nodesScript = join(repoRoot, 'hack', 'nodes.sh');
 let http: KubeHttp;
 let before: HostState;
 
-const kubectlIn = async (stateDir: string, ...args: string[]): Promise<string> =>
-  (await run(join(binDir, 'kubectl'), args, { env: { ...env, KUBECONFIG: join(stateDir, 'kubeconfig') } })).stdout;
-const kubectl = (...args: string[]): Promise<string> => kubectlIn(dir, ...args);
+const kubectl = async (...args: string[]): Promise<string> =>
+  (await run(join(binDir, 'kubectl'), args, { env: { ...env, KUBECONFIG: join(dir, 'kubeconfig') } })).stdout;
 
 interface Pod {
   metadata: { name: string; uid?: string; deletionTimestamp?: string; resourceVersion?: string };
@@ -225,33 +225,5 @@ describe('real nodes', () => {
     // Exit status 0 means down had nothing to kill after its orderly stop.
     await run(script, ['down'], { env });
     expect(await hostState([dir])).toEqual(before);
-  });
-
-  it('a run killed outright (every process SIGKILLed, its state dir deleted) is reclaimed by the next cluster up', async () => {
-    const killed = mkdtempSync('/tmp/csi-handover-real-killed-');
-    const next = mkdtempSync('/tmp/csi-handover-real-next-');
-    try {
-      await run(script, ['up'], { env: { ...env, CSI_HANDOVER_LOCAL: killed, CSI_HANDOVER_KWOK_NODES: '0' }, maxBuffer: 16 << 20 });
-      // What a CI timeout or a closed session does: no down, nothing stopped in order, the checkout gone.
-      const { stdout } = await run(nodesScript, ['processes'], { env: { ...env, CSI_HANDOVER_LOCAL: killed } });
-      const { stdout: named } = await run('pgrep', ['-f', '--', `${killed}/`]);
-      await run('kill', ['-KILL', ...new Set(`${stdout} ${named}`.split(/\s+/).filter(Boolean))]).catch(() => undefined);
-      await waitFor(
-        'the killed cluster gone',
-        30_000,
-        async () => (await run('pgrep', ['-f', '--', `${killed}/`]).catch(() => ({ stdout: '' }))).stdout.trim() === '',
-      );
-      rmSync(killed, { recursive: true, force: true });
-      // Its bridge (with the nodes' address) and cgroups are still there: the next cluster on that network must start.
-      const { stderr } = await run(script, ['up'], { env: { ...env, CSI_HANDOVER_LOCAL: next, CSI_HANDOVER_KWOK_NODES: '0' }, maxBuffer: 16 << 20 });
-      expect(stderr).toContain(`reclaiming what a dead cluster left on this host: id ${clusterCgroupPrefix(killed).slice(-6)}`);
-      expect((await kubectlIn(next, 'get', 'nodes', '-o', 'name')).split('\n').filter(Boolean)).toEqual(['node/node-1', 'node/node-2']);
-      await run(script, ['down'], { env: { ...env, CSI_HANDOVER_LOCAL: next } });
-      expect(await hostState([dir, killed, next])).toEqual(before);
-    } finally {
-      await run(script, ['down'], { env: { ...env, CSI_HANDOVER_LOCAL: next } }).catch(() => undefined);
-      rmSync(killed, { recursive: true, force: true });
-      rmSync(next, { recursive: true, force: true });
-    }
   });
 });
