@@ -32,6 +32,7 @@ import {
   LEVELS,
   OPERATOR_NAMESPACE,
   operatorMetric,
+  operatorMetrics,
   SAMPLE_CR_PATH,
   setSampleCrLevel,
   operatorRequests,
@@ -184,6 +185,8 @@ interface RunResult {
   rollout: RolloutResult;
   operatorRequests?: Record<string, number>;
   operatorWrites?: number;
+  /** the operator leader's event-loop delay through the run (p99 and max) */
+  loop?: { p99Ms: number; maxMs: number };
   report?: ReportCheck;
   probe: ProbeKindStats[];
   /** per kind, the longest wait of an operation submitted in the pre-roll, before the trigger */
@@ -241,6 +244,14 @@ async function measureRun(s: Scenario, run: number): Promise<RunResult> {
   await prepare(s);
   const before = operator ? await operatorRequests(http) : undefined;
   const p = await probedRollout(http, overlayFor(s), log, `${slug(s)}-${run}-${Date.now().toString(36)}`, () => trigger(s));
+  // The leader's event-loop delay over the run: prom-client resets its histogram at each scrape, and the scrape
+  // of `before` was one. Read before the report check, which only waits.
+  const loop = operator
+    ? await operatorMetrics(http, ['csi_handover_nodejs_eventloop_lag_p99_seconds', 'csi_handover_nodejs_eventloop_lag_max_seconds']).then(([p99, max]) => ({
+        p99Ms: 1000 * (p99 ?? NaN),
+        maxMs: 1000 * (max ?? NaN),
+      }))
+    : undefined;
   const report = operator ? await checkReport(p.rollout.handovers) : undefined;
   const operatorReqs = before ? requestDelta(before, await operatorRequests(http)) : undefined;
   const operatorWrites = operatorReqs
@@ -249,7 +260,16 @@ async function measureRun(s: Scenario, run: number): Promise<RunResult> {
         .reduce((a, [, v]) => a + v, 0)
     : undefined;
   writeTimeline(s, run, p);
-  return { rollout: p.rollout, operatorRequests: operatorReqs, operatorWrites, report, probe: p.stats, steadyWaitMs: p.steadyWaitMs, probeOps: p.ops.length };
+  return {
+    rollout: p.rollout,
+    operatorRequests: operatorReqs,
+    operatorWrites,
+    loop,
+    report,
+    probe: p.stats,
+    steadyWaitMs: p.steadyWaitMs,
+    probeOps: p.ops.length,
+  };
 }
 
 // ---- timelines ----
@@ -534,7 +554,7 @@ for (const s of list) {
     const g = gapStats(r.rollout.handovers.flatMap((h) => (h.gapMs === undefined ? [] : [h.gapMs])));
     const stall = r.probe.map((p) => `${p.kind} ${secs(p.stallMs)}`).join(', ');
     console.log(
-      `${name(s)} #${i + 1}: gaps p50 ${secs(g?.p50)} max ${secs(g?.max)}, rollout ${r.rollout.rolloutSeconds.toFixed(1)}s, stalls: ${stall}${r.operatorWrites === undefined ? '' : `, operator writes ${r.operatorWrites}`} (${((Date.now() - t0) / 1000).toFixed(0)}s with settling)`,
+      `${name(s)} #${i + 1}: gaps p50 ${secs(g?.p50)} max ${secs(g?.max)}, rollout ${r.rollout.rolloutSeconds.toFixed(1)}s, stalls: ${stall}${r.operatorWrites === undefined ? '' : `, operator writes ${r.operatorWrites}`}${r.loop ? `, leader event loop p99 ${r.loop.p99Ms.toFixed(0)} ms max ${r.loop.maxMs.toFixed(0)} ms` : ''} (${((Date.now() - t0) / 1000).toFixed(0)}s with settling)`,
     );
   }
   all.push({ scenario: s, runs: results });

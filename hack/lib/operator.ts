@@ -285,7 +285,16 @@ async function leaderMetricsText(http: KubeHttp): Promise<string> {
  * set, `csi_handover_refused_releases_total{reason="force-deleted"}` reads that one; absent counts as 0.
  */
 export async function operatorMetric(http: KubeHttp, series: string): Promise<number> {
+  return sumOf(await leaderMetricsText(http), series);
+}
+
+/** Several series from one scrape (a scrape resets some, as prom-client's event-loop delay). */
+export async function operatorMetrics(http: KubeHttp, series: readonly string[]): Promise<number[]> {
   const text = await leaderMetricsText(http);
+  return series.map((s) => sumOf(text, s));
+}
+
+function sumOf(text: string, series: string): number {
   const matches = (line: string) => (series.includes('{') ? line.startsWith(`${series} `) : line.startsWith(`${series} `) || line.startsWith(`${series}{`));
   return text
     .split('\n')
