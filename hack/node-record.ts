@@ -195,7 +195,13 @@ function subscribe(): void {
         const seen = running.get(e.containerId)?.goneSeen;
         const earlier = seen !== undefined && Date.parse(seen) < Date.parse(e.t);
         const code = e.exitCode !== undefined ? exitOf(e.exitCode) : {};
-        writeExit(e.containerId, o, e.pid ?? running.get(e.containerId)?.pid, earlier ? seen : e.t, earlier ? { ...code, source: 'proc' } : code);
+        writeExit(
+          e.containerId,
+          o,
+          e.pid ?? running.get(e.containerId)?.pid,
+          earlier ? seen : e.t,
+          earlier ? { ...code, source: 'proc', containerdAt: e.t } : code,
+        );
         return;
       }
       const sandbox = o.container === undefined;

@@ -21,6 +21,8 @@ export interface NodeEvent {
    * containerd stamps, which lags the kernel (hack/node-record.ts). No earlier than the exit, at most a poll later.
    */
   source?: 'proc';
+  /** containerd's own time for an exit that /proc showed first (how late containerd's stamp was). */
+  containerdAt?: string;
 }
 
 export interface ContainerdEvent {
