@@ -110,6 +110,13 @@ function tellSlowHandovers(r: { handovers: Handover[] }, boundMs: number): void 
   }
 }
 
+/**
+ * The bound on a handover here: under OpenShift's 26 s retry period, so a sidecar that tried before the release
+ * (and so waited 26–57 s) fails it, with room for this 2-core machine's slow moments (one CI run saw a new pod
+ * take 7.5 s to start, and a gap of 10.3 s). How fast handovers are is make bench's to measure, not a test's.
+ */
+const FAST_MS = 20_000;
+
 /** Every lease ended with a handover from an old pod to a new one, each within `boundMs` of the old leader's SIGTERM. */
 function expectFastHandovers(r: { handovers: Handover[]; after: V1Pod[] }, boundMs: number): void {
   tellSlowHandovers(r, boundMs);
@@ -195,9 +202,9 @@ afterAll(async () => {
 });
 
 describe('standalone, OpenShift timings (137s/107s/26s)', () => {
-  it('2 replicas: logLevel Normal → Debug hands every lease over within 10s of the old leader’s SIGTERM, and reports it', async () => {
+  it('2 replicas: logLevel Normal → Debug hands every lease over within 20s of the old leader’s SIGTERM (less than a retry period), and reports it', async () => {
     const r = await measured(() => setLogLevel('Debug'));
-    expectFastHandovers(r, 10_000);
+    expectFastHandovers(r, FAST_MS);
     // Leader last: the standby went first, so each lease moved once.
     for (const lease of leases) expect(r.handovers.filter((h) => h.lease === lease)).toHaveLength(1);
     await expectReported(r, 'operator');
@@ -208,13 +215,13 @@ describe('standalone, OpenShift timings (137s/107s/26s)', () => {
     await setLogLevel('Debug'); // the overlay reset --v=2: let the operator bring it back before measuring
     await settled();
     const r = await measured(() => setLogLevel('Trace'));
-    expectFastHandovers(r, 10_000);
+    expectFastHandovers(r, FAST_MS);
     await expectReported(r, 'operator');
   });
 
   it('a kubectl rollout restart is coordinated too (its new pods are gated at admission)', async () => {
     const r = await measured(() => rolloutRestart(http, NS, SAMPLE_DEPLOYMENT));
-    expectFastHandovers(r, 10_000);
+    expectFastHandovers(r, FAST_MS);
   });
 });
 
@@ -241,7 +248,7 @@ describe('other rollouts of managed Deployments', () => {
         );
       }
     });
-    expectFastHandovers(r, 10_000);
+    expectFastHandovers(r, FAST_MS);
   });
 
   it('snapshot-controller’s own Deployment, once labelled, is managed and handed over fast too', async () => {
@@ -268,7 +275,7 @@ describe('other rollouts of managed Deployments', () => {
     expect(handovers.length).toBeGreaterThan(0);
     for (const h of handovers) {
       console.log(`${h.lease}: ${h.oldHolder} → ${h.newHolder} ${((h.gapMs ?? 0) / 1000).toFixed(2)}s`);
-      expect(h.gapMs ?? Infinity).toBeLessThan(10_000);
+      expect(h.gapMs ?? Infinity).toBeLessThan(FAST_MS);
     }
   });
 });
@@ -282,8 +289,7 @@ describe('companion mode, OpenShift timings', () => {
     const gaps: number[] = [];
     for (let i = 0; i < 4; i++) {
       const r = await measured(() => rolloutRestart(http, NS, SAMPLE_DEPLOYMENT));
-      // A sidecar that tried before the release would wait 26–57s: any gap under 10s had no retry in it.
-      expectFastHandovers(r, 10_000);
+      expectFastHandovers(r, FAST_MS);
       gaps.push(...r.handovers.map((h) => h.gapMs ?? Infinity));
       // The pod that replaced the leader waited at the gate the webhook put on it, and says how it was let go.
       const waited = r.after.filter((p) => p.metadata?.annotations?.[HANDOVER_STATE]?.startsWith('started:'));
@@ -311,6 +317,6 @@ describe('operator leader killed mid-rollout', () => {
       // Deleted as a drain would: it stops its work, releases its own lease, and the standby takes over.
       await http.request('DELETE', `/api/v1/namespaces/csi-handover/pods/${leader.metadata?.name}`);
     });
-    expectFastHandovers(r, 10_000);
+    expectFastHandovers(r, FAST_MS);
   });
 });
