@@ -15,6 +15,20 @@ const run = promisify(execFile);
 
 export const repoRoot = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 export const localDir = process.env.CSI_HANDOVER_LOCAL ?? join(repoRoot, '.local');
+
+/**
+ * Ports and networks for a throwaway cluster beside the shared one (hack/README.md, "A second cluster"): add
+ * CSI_HANDOVER_LOCAL, its own state directory outside `.local`.
+ */
+export const SECOND_CLUSTER_ENV = {
+  NODE_NET: '10.201',
+  POD_NET: '10.245',
+  ETCD_PORT: '24379',
+  ETCD_PEER_PORT: '24380',
+  APISERVER_PORT: '18443',
+  KCM_PORT: '22257',
+  SCHEDULER_PORT: '22259',
+} as const;
 export const kubeconfigPath = join(localDir, 'kubeconfig');
 export const binDir = join(process.env.CSI_HANDOVER_CACHE ?? join(homedir(), '.cache', 'csi-handover'), 'bin');
 

@@ -10,7 +10,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
 import { KubeHttp } from '../../src/kube/http.js';
-import { binDir, nodeEvents, recordWatch, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { binDir, SECOND_CLUSTER_ENV, nodeEvents, recordWatch, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { hostState, type HostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
@@ -18,13 +18,7 @@ const dir = mkdtempSync('/tmp/csi-handover-real-');
 const env = {
   ...process.env,
   CSI_HANDOVER_LOCAL: dir,
-  NODE_NET: '10.201',
-  POD_NET: '10.245',
-  ETCD_PORT: '24379',
-  ETCD_PEER_PORT: '24380',
-  APISERVER_PORT: '18443',
-  KCM_PORT: '22257',
-  SCHEDULER_PORT: '22259',
+  ...SECOND_CLUSTER_ENV,
   CSI_HANDOVER_KWOK_NODES: '1',
 };
 const script = join(repoRoot, 'hack', 'cluster.sh');

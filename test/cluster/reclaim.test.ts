@@ -8,19 +8,13 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { expect, it } from 'vitest';
-import { binDir, repoRoot, waitFor } from '../../hack/lib/cluster.js';
+import { binDir, SECOND_CLUSTER_ENV, repoRoot, waitFor } from '../../hack/lib/cluster.js';
 import { clusterCgroupPrefix, hostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
 const env = {
   ...process.env,
-  NODE_NET: '10.201',
-  POD_NET: '10.245',
-  ETCD_PORT: '24379',
-  ETCD_PEER_PORT: '24380',
-  APISERVER_PORT: '18443',
-  KCM_PORT: '22257',
-  SCHEDULER_PORT: '22259',
+  ...SECOND_CLUSTER_ENV,
   CSI_HANDOVER_KWOK_NODES: '0',
 };
 const script = join(repoRoot, 'hack', 'cluster.sh');
