@@ -5,7 +5,7 @@ import type { V1Lease } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
-import { nodeEvents } from '../lib/cluster.js';
+import { nodeEvents, waitFor } from '../lib/cluster.js';
 import type { LeaseObservation } from './handovers.js';
 
 export class LeaseRecorder {
@@ -37,6 +37,15 @@ export class LeaseRecorder {
   async start(): Promise<void> {
     this.informer.start();
     await this.informer.waitForSync();
+  }
+
+  /**
+   * Until this recorder has itself seen every lease held by one of `pods`: a GET can show a new holder before the
+   * watch delivers it, and a recorder stopped in between never saw the handover.
+   */
+  async waitSeenHeldBy(pods: readonly string[], timeoutMs = 30_000): Promise<void> {
+    const names = new Set(pods);
+    await waitFor('the lease recorder to see the new holders', timeoutMs, () => [...this.leases].every((l) => names.has(this.holder(l) ?? '')), 50);
   }
 
   stop(): void {

@@ -34,13 +34,14 @@ const leases = Object.values(SAMPLE_LEASES);
 const log = makeLogger('test', 'warn');
 const LEASE_MS = 15_000; // upstream timings
 
-/** The Deployment has replaced `old`, and the new pod holds every lease. */
-async function waitReplacedAndLeasesHeld(old: string): Promise<void> {
+/** The Deployment has replaced `old`, the new pod holds every lease, and `recorder` has seen it do so. */
+async function waitReplacedAndLeasesHeld(old: string, recorder: LeaseRecorder): Promise<void> {
   const after = await waitFor('a new pod', 120_000, async () => {
     const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
     return pods.some((p) => p.metadata?.name === old) ? undefined : pods;
   });
   await waitLeasesHeldBy(http, NS, leases, after, 120_000);
+  await recorder.waitSeenHeldBy(after.map((p) => p.metadata?.name ?? ''));
 }
 
 /** When the node saw the last container of `pod` exit. */
@@ -83,7 +84,7 @@ describe('no release without proof of death', () => {
     await recorder.start();
     try {
       await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`, { body: { gracePeriodSeconds: 0 } });
-      await waitReplacedAndLeasesHeld(name);
+      await waitReplacedAndLeasesHeld(name, recorder);
     } finally {
       recorder.stop();
     }
@@ -119,7 +120,7 @@ describe('no release without proof of death', () => {
       expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
       reconnectedAt = Date.now();
       await setPartitioned(node, false);
-      await waitReplacedAndLeasesHeld(name);
+      await waitReplacedAndLeasesHeld(name, recorder);
     } finally {
       recorder.stop();
       await setPartitioned(node, false);
@@ -158,7 +159,7 @@ describe('no release without proof of death', () => {
         expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
         restartedAt = Date.now();
         await nodeComponent('start', node, component);
-        await waitReplacedAndLeasesHeld(name);
+        await waitReplacedAndLeasesHeld(name, recorder);
       } finally {
         recorder.stop();
         await nodeComponent('start', node, component).catch(() => undefined); // a no-op when it runs

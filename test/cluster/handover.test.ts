@@ -70,6 +70,7 @@ async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: H
       return pods.every((p) => !names.has(p.metadata?.name)) ? pods : undefined;
     });
     await waitLeasesHeldBy(http, NS, leases, after, 300_000);
+    await recorder.waitSeenHeldBy(after.map((p) => p.metadata?.name ?? ''));
   } finally {
     recorder.stop();
     pods.stop();
@@ -267,6 +268,7 @@ describe('other rollouts of managed Deployments', () => {
       await setLogLevel('Debug');
       after = await waitFor('snapshot-controller rolled to --v=4', 120_000, atLevel(4));
       await waitLeasesHeldBy(http, NS, [lease], after, 120_000);
+      await recorder.waitSeenHeldBy(after.map((p) => p.metadata?.name ?? ''));
     } finally {
       recorder.stop();
     }
