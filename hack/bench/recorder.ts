@@ -40,8 +40,9 @@ export class LeaseRecorder {
   }
 
   /**
-   * Until this recorder has itself seen every lease held by one of `pods`: a GET can show a new holder before the
-   * watch delivers it, and a recorder stopped in between never saw the handover.
+   * Until this recorder has itself seen every lease held by one of `pods`. Wait on this, not on a GET, before
+   * stopping it: a GET can show a new holder before the watch delivers it, and a recorder stopped in between never
+   * saw the handover.
    */
   async waitSeenHeldBy(pods: readonly string[], timeoutMs = 30_000): Promise<void> {
     const names = new Set(pods);

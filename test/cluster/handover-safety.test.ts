@@ -27,7 +27,7 @@ import {
   settledSampleLeader,
   uninstallWitness,
 } from '../../hack/lib/operator.js';
-import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
+import { waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
 const leases = Object.values(SAMPLE_LEASES);
@@ -40,8 +40,10 @@ async function waitReplacedAndLeasesHeld(old: string, recorder: LeaseRecorder): 
     const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
     return pods.some((p) => p.metadata?.name === old) ? undefined : pods;
   });
-  await waitLeasesHeldBy(http, NS, leases, after, 120_000);
-  await recorder.waitSeenHeldBy(after.map((p) => p.metadata?.name ?? ''));
+  await recorder.waitSeenHeldBy(
+    after.map((p) => p.metadata?.name ?? ''),
+    120_000,
+  );
 }
 
 /** When the node saw the last container of `pod` exit. */
