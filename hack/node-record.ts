@@ -192,16 +192,11 @@ function subscribe(): void {
     void owner.then((o) => {
       if (!o) return;
       if (e.kind === 'exited') {
-        const seen = running.get(e.containerId)?.goneSeen;
+        const r = running.get(e.containerId);
+        const seen = r?.goneSeen;
         const earlier = seen !== undefined && Date.parse(seen) < Date.parse(e.t);
         const code = e.exitCode !== undefined ? exitOf(e.exitCode) : {};
-        writeExit(
-          e.containerId,
-          o,
-          e.pid ?? running.get(e.containerId)?.pid,
-          earlier ? seen : e.t,
-          earlier ? { ...code, source: 'proc', containerdAt: e.t } : code,
-        );
+        writeExit(e.containerId, o, e.pid ?? r?.pid, earlier ? seen : e.t, earlier ? { ...code, source: 'proc', containerdAt: e.t } : code);
         return;
       }
       const sandbox = o.container === undefined;
