@@ -17,25 +17,19 @@ const fileNote = files > 0 ? ` (${files} test file${files === 1 ? '' : 's'} fail
 // Each failure, named, with the first lines of its message (no stack, no colours), just above the closing line: a
 // CI log is often read from its tail, and vitest's own report of a failure is long and far above it.
 const ANSI = new RegExp(`${String.fromCharCode(27)}\\[[0-9;]*m`, 'g');
-const plain = (s) => String(s).replace(ANSI, '');
+/** The first lines of a message: no colours, no stack frames, joined on one line. */
+const firstLines = (text) =>
+  String(text ?? '')
+    .replace(ANSI, '')
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l && !l.startsWith('at '))
+    .slice(0, 3)
+    .join(' | ');
 for (const f of report.testResults ?? []) {
   const where = String(f.name ?? '').replace(/^.*?\/test\//, 'test/');
   const failed = (f.assertionResults ?? []).filter((t) => t.status === 'failed');
-  if (failed.length === 0 && f.status === 'failed')
-    console.log(
-      `FAILED ${where}: ${plain(f.message ?? '')
-        .split('\n')
-        .slice(0, 3)
-        .join(' | ')}`,
-    );
-  for (const t of failed) {
-    const first = plain((t.failureMessages ?? [])[0] ?? '')
-      .split('\n')
-      .map((l) => l.trim())
-      .filter((l) => l && !l.startsWith('at '))
-      .slice(0, 3)
-      .join(' | ');
-    console.log(`FAILED ${where} > ${t.fullName ?? t.title}: ${first}`);
-  }
+  if (failed.length === 0 && f.status === 'failed') console.log(`FAILED ${where}: ${firstLines(f.message)}`);
+  for (const t of failed) console.log(`FAILED ${where} > ${t.fullName ?? t.title}: ${firstLines((t.failureMessages ?? [])[0])}`);
 }
 console.log(`tests: ${report.numPassedTests} passed, ${report.numFailedTests} failed, ${skipped} skipped${fileNote}`);
