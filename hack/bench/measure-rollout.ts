@@ -120,8 +120,13 @@ export async function measureHandovers(
       });
     const after = await replaced(SAMPLE_DEPLOYMENT);
     rolloutSeconds = (Date.now() - startedAt.getTime()) / 1000;
-    await waitLeasesHeldBy(http, NS, leases, after, SETTLE_MS);
-    if ((await snapGeneration()) > snapGenerationBefore) await waitLeasesHeldBy(http, NS, [SNAP.lease], await replaced(SNAP.deployment), SETTLE_MS);
+    const snapAfter = (await snapGeneration()) > snapGenerationBefore ? await replaced(SNAP.deployment) : snapBefore;
+    // Held by the current pods as the recorder saw it: a GET can see the last acquisition before the recorder's
+    // watch does, and a recorder stopped then would miss that handover.
+    await recorder.waitSeenHeldBy(
+      [...after, ...snapAfter].map((p) => p.metadata?.name ?? ''),
+      SETTLE_MS,
+    );
     leasesHeldAt = Date.now();
   } finally {
     recorder.stop();
