@@ -10,7 +10,7 @@ import { makeLogger } from '../log.js';
 import { detectLayout } from './cgroups.js';
 import { makeWitnessMetrics } from './metrics.js';
 import { OperatorChannel } from './report.js';
-import { Witness } from './witness.js';
+import { nodePods, Witness } from './witness.js';
 import { describeIssues } from '../issues.js';
 
 /** Where config/witness projects the token for the operator's audience. */
@@ -106,6 +106,7 @@ const witness = new Witness(
   { node: cfg.node, layout, bundleTemplates: cfg.bundles, pollMs: cfg.pollMs, leaderCost: desiredDeletionCost(1) ?? '', channel },
   log,
   metrics,
+  nodePods(http, cfg.node, log),
 );
 const server = createServer((req, res) => {
   const path = (req.url ?? '/').split('?')[0];

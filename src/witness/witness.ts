@@ -45,10 +45,17 @@ interface Watched {
 
 type Proven = Extract<Judgement, { proven: true }>;
 
+/** The node's pods as the witness follows them: an informer in the witness, anything that emits pods in a test. */
+export type PodSource = Pick<Informer<V1Pod>, 'on' | 'start' | 'stop' | 'hasSynced'>;
+
+/** The pods of one node, from a watch of the API server. */
+export function nodePods(http: KubeHttp, node: string, log: Logger): PodSource {
+  return new Informer<V1Pod>(http, { path: '/api/v1/pods', fieldSelector: `spec.nodeName=${node}`, log, transform: withoutManagedFields });
+}
+
 const RETRY = { initialMs: 100, maxMs: 5_000 };
 
 export class Witness {
-  private readonly pods: Informer<V1Pod>;
   private readonly watched = new Map<string, Watched>();
   /** Sweeps run only while a leader is being deleted: an idle witness wakes for nothing but its watch. */
   private timer: NodeJS.Timeout | undefined;
@@ -57,18 +64,13 @@ export class Witness {
   private readonly now: () => number;
 
   constructor(
-    private readonly http: KubeHttp,
+    private readonly http: Pick<KubeHttp, 'patch'>,
     private readonly opts: WitnessOptions,
     private readonly log: Logger,
     private readonly metrics: WitnessMetrics,
+    private readonly pods: PodSource,
   ) {
     this.now = opts.now ?? Date.now;
-    this.pods = new Informer<V1Pod>(http, {
-      path: '/api/v1/pods',
-      fieldSelector: `spec.nodeName=${opts.node}`,
-      log,
-      transform: withoutManagedFields,
-    });
     const seen = (pod: V1Pod) => this.seen(pod);
     this.pods.on('add', seen).on('update', seen);
     this.pods.on('delete', (pod) => this.forget(keyOf(pod)));
@@ -178,15 +180,16 @@ export class Witness {
     }
     w.proven = verdict;
     w.writing = true;
-    try {
-      if (!w.reported) {
-        w.reported = true;
-        void this.report(w, verdict);
-      }
-      await this.writeCondition(key, w, verdict);
-    } finally {
-      w.writing = false;
+    if (!w.reported) {
+      w.reported = true;
+      void this.report(w, verdict);
     }
+    // Not awaited: a sweep covers every leader being deleted on the node, and a status write can take a second on
+    // a busy API server. Awaited, one pod's write held up the sweeps of the others (seen: a snapshot-controller's
+    // exit proven 0.8 s late, behind its node neighbour's write). `writing` keeps this pod from being written twice.
+    void this.writeCondition(key, w, verdict).finally(() => {
+      w.writing = false;
+    });
   }
 
   private async writeCondition(key: string, w: Watched, verdict: Proven): Promise<void> {

@@ -4,11 +4,16 @@ import type { V1Pod } from '@kubernetes/client-node';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { pino } from 'pino';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { DELETION_COST, desiredDeletionCost } from '../../src/handover/deletion-cost.js';
 import { CONTAINERS_EXITED, evidenceMessage, witnessCondition, witnessedNodes, witnessEvidence } from '../../src/handover/witness-evidence.js';
-import { containerIdOf, detectLayout, kubeletRootFromSelf, readPodCgroup } from '../../src/witness/cgroups.js';
+import type { KubeHttp } from '../../src/kube/http.js';
+import { type CgroupLayout, containerIdOf, detectLayout, kubeletRootFromSelf, readPodCgroup } from '../../src/witness/cgroups.js';
 import { judge, wantsWitness } from '../../src/witness/judge.js';
+import { makeWitnessMetrics } from '../../src/witness/metrics.js';
 import { bundleKind, type CgroupKind, kindFromAnnotations } from '../../src/witness/runtime.js';
+import { type PodSource, Witness } from '../../src/witness/witness.js';
 
 const UID = '58e6b1b6-66e1-4753-8758-6214d563a2c6';
 const SANDBOX = 'aa'.repeat(32);
@@ -204,5 +209,82 @@ describe('witnessedNodes', () => {
     const nodes = [node('a', 'True'), node('b', 'True'), node('c', 'Unknown'), node('d', 'True')];
     const pods = [wpod('a', 'True'), wpod('b', 'False'), wpod('c', 'True'), wpod('d', 'True', true), wpod('e', 'True')];
     expect([...witnessedNodes(pods, nodes)]).toEqual(['a']);
+  });
+});
+
+describe('the sweep', () => {
+  /** Two leaders being deleted on one node, their container cgroups in a v1 pids tree: uid → pids.current per container. */
+  function node(pods: Record<string, Record<string, number>>): { layout: CgroupLayout; set: (uid: string, id: string, n: number) => void } {
+    const fs = tmp();
+    const base = join(fs, 'pids', 'node-1');
+    const set = (uid: string, id: string, n: number) => {
+      mkdirSync(join(base, 'kubepods', 'besteffort', `pod${uid}`, id), { recursive: true });
+      writeFileSync(join(base, 'kubepods', 'besteffort', `pod${uid}`, id, 'pids.current'), `${n}\n`);
+    };
+    for (const [uid, containers] of Object.entries(pods)) for (const [id, n] of Object.entries(containers)) set(uid, id, n);
+    return { layout: { version: 1, base }, set };
+  }
+
+  /** The node's pods as a test hands them over: what the informer would emit. */
+  function podSource(): PodSource & { add: (pod: V1Pod) => void } {
+    const handlers: ((pod: V1Pod) => void)[] = [];
+    const source = {
+      on: (event: string, handler: (pod: V1Pod) => void) => {
+        if (event === 'add') handlers.push(handler);
+        return source;
+      },
+      start: () => undefined,
+      stop: () => undefined,
+      hasSynced: () => true,
+      add: (pod: V1Pod) => handlers.forEach((h) => h(pod)),
+    };
+    return source as unknown as PodSource & { add: (pod: V1Pod) => void };
+  }
+
+  const leader = (name: string, uid: string): V1Pod => ({
+    metadata: {
+      namespace: 'csi',
+      name,
+      uid,
+      deletionTimestamp: new Date(T),
+      deletionGracePeriodSeconds: 30,
+      annotations: { [DELETION_COST]: desiredDeletionCost(1) ?? '' },
+    },
+  });
+
+  it('goes on for the node’s other leaders while one pod’s evidence is being written', async () => {
+    const A = 'aaaaaaaa-0000-4000-8000-000000000001';
+    const B = 'bbbbbbbb-0000-4000-8000-000000000002';
+    const { layout, set } = node({ [A]: { [C1]: 0 }, [B]: { [C2]: 1 } });
+    const written: string[] = [];
+    let finishA: () => void = () => undefined;
+    // A's status write hangs, as on a busy API server; B's is answered at once.
+    const http = {
+      patch: (path: string) => {
+        written.push(path);
+        return path.includes('/pods/a/') ? new Promise<void>((resolve) => (finishA = resolve)) : Promise.resolve();
+      },
+    } as unknown as Pick<KubeHttp, 'patch'>;
+    const pods = podSource();
+    const witness = new Witness(
+      http,
+      { node: 'node-1', layout, bundleTemplates: [], pollMs: 5, leaderCost: desiredDeletionCost(1) ?? '' },
+      pino({ level: 'silent' }),
+      makeWitnessMetrics(),
+      pods,
+    );
+    witness.start();
+    try {
+      pods.add(leader('a', A));
+      pods.add(leader('b', B));
+      await vi.waitFor(() => expect(written).toEqual(['/api/v1/namespaces/csi/pods/a/status']), { timeout: 2_000, interval: 5 });
+      // B's container exits while A's write is still pending: B is proven and written all the same.
+      set(B, C2, 0);
+      await vi.waitFor(() => expect(written).toContain('/api/v1/namespaces/csi/pods/b/status'), { timeout: 2_000, interval: 5 });
+      expect(written.filter((p) => p.includes('/pods/a/'))).toHaveLength(1);
+    } finally {
+      finishA();
+      witness.stop();
+    }
   });
 });
