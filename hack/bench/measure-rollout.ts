@@ -123,10 +123,7 @@ export async function measureHandovers(
     const snapAfter = (await snapGeneration()) > snapGenerationBefore ? await replaced(SNAP.deployment) : snapBefore;
     // Held by the current pods as the recorder saw it: a GET can see the last acquisition before the recorder's
     // watch does, and a recorder stopped then would miss that handover.
-    await recorder.waitSeenHeldBy(
-      [...after, ...snapAfter].map((p) => p.metadata?.name ?? ''),
-      SETTLE_MS,
-    );
+    await recorder.waitSeenHeldBy([...after, ...snapAfter], SETTLE_MS);
     leasesHeldAt = Date.now();
   } finally {
     recorder.stop();

@@ -1,7 +1,7 @@
 // Watches the Leases of a namespace and records every version it sees, timed on this machine's clock, so a
 // rollout's handovers can be analysed afterwards (handovers.ts). Stop times come from the nodes' own record
 // (the moment the kubelet stopped the container), which is what "the old leader was told to stop" means.
-import type { V1Lease } from '@kubernetes/client-node';
+import type { V1Lease, V1Pod } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import type { KubeHttp } from '../../src/kube/http.js';
 import { Informer } from '../../src/kube/informer.js';
@@ -44,8 +44,8 @@ export class LeaseRecorder {
    * stopping it: a GET can show a new holder before the watch delivers it, and a recorder stopped in between never
    * saw the handover.
    */
-  async waitSeenHeldBy(pods: readonly string[], timeoutMs = 30_000): Promise<void> {
-    const names = new Set(pods);
+  async waitSeenHeldBy(pods: readonly V1Pod[], timeoutMs = 30_000): Promise<void> {
+    const names = new Set(pods.map((p) => p.metadata?.name ?? ''));
     await waitFor('the lease recorder to see the new holders', timeoutMs, () => [...this.leases].every((l) => names.has(this.holder(l) ?? '')), 50);
   }
 

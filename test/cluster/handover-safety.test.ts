@@ -40,10 +40,7 @@ async function waitReplacedAndLeasesHeld(old: string, recorder: LeaseRecorder): 
     const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
     return pods.some((p) => p.metadata?.name === old) ? undefined : pods;
   });
-  await recorder.waitSeenHeldBy(
-    after.map((p) => p.metadata?.name ?? ''),
-    120_000,
-  );
+  await recorder.waitSeenHeldBy(after, 120_000);
 }
 
 /** When the node saw the last container of `pod` exit. */

@@ -70,10 +70,7 @@ async function measured(trigger: () => Promise<unknown>): Promise<{ handovers: H
       return pods.every((p) => !names.has(p.metadata?.name)) ? pods : undefined;
     });
     // Held by the new pods as the recorder saw it (a GET could see the last acquisition before its watch does).
-    await recorder.waitSeenHeldBy(
-      after.map((p) => p.metadata?.name ?? ''),
-      300_000,
-    );
+    await recorder.waitSeenHeldBy(after, 300_000);
   } finally {
     recorder.stop();
     pods.stop();
@@ -270,10 +267,7 @@ describe('other rollouts of managed Deployments', () => {
     try {
       await setLogLevel('Debug');
       after = await waitFor('snapshot-controller rolled to --v=4', 120_000, atLevel(4));
-      await recorder.waitSeenHeldBy(
-        after.map((p) => p.metadata?.name ?? ''),
-        120_000,
-      );
+      await recorder.waitSeenHeldBy(after, 120_000);
     } finally {
       recorder.stop();
     }
