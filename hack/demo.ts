@@ -89,9 +89,10 @@ console.log('== What the operator reports');
 await waitFor(
   'the handover report',
   30_000,
-  async () => (await kubectl('get', 'clustercsidriver', SAMPLE_DRIVER, '-o', 'jsonpath={.status.handover.lastRollout.largestGap}')).length > 0,
+  async () => (await kubectl('get', 'csihandoverreport', SAMPLE_DRIVER, '-o', 'jsonpath={.status.lastRollout.largestGap}').catch(() => '')).length > 0,
 );
 console.log(await kubectl('get', 'clustercsidriver'));
+console.log(await kubectl('get', 'csihandoverreport'));
 console.log(
   await kubectl(
     'get',

@@ -32,7 +32,18 @@ export function makeMetrics() {
     labelNames: ['kind'] as const,
     registers: [registry],
   });
-  const statusWrites = new Counter({ name: 'csi_handover_status_writes_total', help: 'ClusterCSIDriver status applies', registers: [registry] });
+  const statusWrites = new Counter({
+    name: 'csi_handover_status_writes_total',
+    help: 'Status applies that succeeded, by resource (clustercsidrivers: our conditions; csihandoverreports: the full report)',
+    labelNames: ['resource'] as const,
+    registers: [registry],
+  });
+  const statusWriteFailures = new Counter({
+    name: 'csi_handover_status_write_failures_total',
+    help: 'Status writes the API server refused or that failed, by resource and reason (schema, invalid, forbidden, not-found, bad-request, transient)',
+    labelNames: ['resource', 'reason'] as const,
+    registers: [registry],
+  });
   const leader = new Gauge({ name: 'csi_handover_leader', help: '1 while this replica holds the operator lease', registers: [registry] });
   const leadershipLost = new Counter({
     name: 'csi_handover_leadership_lost_total',
@@ -142,6 +153,7 @@ export function makeMetrics() {
     reconcileDuration,
     workloadWrites,
     statusWrites,
+    statusWriteFailures,
     leader,
     leadershipLost,
     queueDepth,

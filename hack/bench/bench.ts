@@ -36,6 +36,8 @@ import {
   SAMPLE_CR_PATH,
   setSampleCrLevel,
   operatorRequests,
+  type ReportedLease,
+  reportStatus,
   waitOperatorLeading,
   setOperatorMode,
   uninstallOperator,
@@ -194,15 +196,8 @@ interface RunResult {
   probeOps: number;
 }
 
-interface ReportedLease {
-  lease: string;
-  oldHolder: string;
-  newHolder: string;
-  gapSeconds?: number;
-}
-
 /**
- * The operator's report (the CR's status.handover) against what we measured: for each lease, its last
+ * The operator's report (the driver's CSIHandoverReport) against what we measured: for each lease, its last
  * handover of the rollout should be there with about the same gap. The operator times the stop from its
  * first sight of the pod's deletion, we from the kubelet's SIGTERM in the node record; a few hundred ms apart at most.
  */
@@ -217,8 +212,7 @@ async function checkReport(handovers: Handover[]): Promise<ReportCheck> {
     'the operator report of every handover',
     30_000,
     async () => {
-      const cr = await http.get<{ status?: { handover?: { lastRollout?: { leases?: ReportedLease[] } } } }>(crPath);
-      reported = cr.status?.handover?.lastRollout?.leases ?? [];
+      reported = (await reportStatus(http, SAMPLE_DRIVER))?.lastRollout?.leases ?? [];
       return want.every((h) => find(reported, h));
     },
     500,

@@ -12,7 +12,7 @@ import { Informer } from '../../src/kube/informer.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
 import { type Handover, handoversFrom } from '../bench/handovers.js';
 import { nodeEvents, waitFor } from './cluster.js';
-import { OPERATOR_NAMESPACE } from './operator.js';
+import { OPERATOR_NAMESPACE, reportStatus } from './operator.js';
 import { checkGates, checkLeases, type LeaseSample, type PodSample, type Violation } from './invariants.js';
 import { deploymentPath } from './rollout.js';
 
@@ -221,7 +221,7 @@ export class Observer {
   private async statusDivergence(crPath: string): Promise<string> {
     const cr = await this.http.get<{ status?: { conditions?: { type: string; status: string; reason?: string }[] } }>(crPath).catch(() => undefined);
     if (!cr) return 'the CR cannot be read';
-    const report: HandoverReport | undefined = reportFromStatus(cr.status);
+    const report: HandoverReport | undefined = reportFromStatus(await reportStatus(this.http, crPath.split('/').pop() ?? ''));
     const wrong: string[] = [];
     for (const lease of this.opts.leases) {
       const holder = this.leaseInformer.list().find((l) => l.metadata?.name === lease)?.spec?.holderIdentity ?? '';

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
 import { parseAllDocuments, stringify } from 'yaml';
+import { HandoverReportObject, reportOwnerUid, reportPath } from '../../src/api/handover-report.js';
 import { HANDOVER_GATE } from '../../src/api/names.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
 import { isLogLevel, verbosityFor } from '../../src/loglevel/verbosity.js';
@@ -112,9 +113,37 @@ export async function installCrd(): Promise<void> {
   await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
 }
 
-/** The sample driver's handover report in its CR's status, if there is one. */
+/** A lease as a CSIHandoverReport's status lists it (the raw shape, as users read it). */
+export interface ReportedLease {
+  lease: string;
+  namespace: string;
+  oldHolder: string;
+  newHolder: string;
+  releasedBy: string;
+  stopTime?: string;
+  releaseTime?: string;
+  acquireTime?: string;
+  gapSeconds?: number;
+}
+export interface ReportStatus {
+  lastRollout?: { largestGap?: string; leases?: ReportedLease[] };
+  totals?: { handovers: number; releasedByOperator: number; releasedByHolder: number; expired: number };
+}
+
+/** A driver's CSIHandoverReport status, if there is a report and it belongs to the driver's CR of now. */
+export async function reportStatus(http: KubeHttp, driver: string): Promise<ReportStatus | undefined> {
+  const [cr, report] = await Promise.all([
+    http.get<{ metadata?: { uid?: string } }>(`/apis/operator.openshift.io/v1/clustercsidrivers/${driver}`).catch(() => undefined),
+    http.get<unknown>(reportPath(driver)).catch(() => undefined),
+  ]);
+  const parsed = HandoverReportObject.safeParse(report);
+  if (!cr || !parsed.success || reportOwnerUid(parsed.data) !== cr.metadata?.uid) return undefined;
+  return parsed.data.status as ReportStatus | undefined;
+}
+
+/** The sample driver's handover report (its CSIHandoverReport), if there is one. */
 export async function sampleReport(http: KubeHttp): Promise<HandoverReport | undefined> {
-  return reportFromStatus((await http.get<{ status?: unknown }>(SAMPLE_CR_PATH)).status);
+  return reportFromStatus(await reportStatus(http, SAMPLE_DRIVER));
 }
 
 /**

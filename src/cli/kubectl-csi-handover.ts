@@ -1,12 +1,13 @@
 // `kubectl csi-handover`: a kubectl plugin that shows what the operator recorded about a driver's lease
 // handovers. It reads through kubectl itself (so every kubeconfig, context and credential plugin works) and
-// only what the operator already writes: the ClusterCSIDriver and its Events.
+// only what the operator already writes: the ClusterCSIDriver, its CSIHandoverReport and its Events.
 //
 //   kubectl csi-handover status <driver>               conditions, the last rollout per lease, recent Events
 //   kubectl csi-handover timeline <driver> [--svg F]   the last rollout's lease holders over time
 import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { REPORT_GROUP, REPORT_RESOURCE } from '../api/handover-report.js';
 import { renderTimeline } from '../report/timeline-svg.js';
 import { driverReport, formatStatus, formatTimeline, parseDriver, parseEvents, timelineSvgInput } from './status-view.js';
 
@@ -57,6 +58,15 @@ export async function run(argv: readonly string[], kubectl: Kubectl, out: (s: st
   const args = parseArgs(argv);
   const k = (rest: string[]) => kubectl([...args.kubectlFlags, ...rest]);
   const driver = parseDriver(JSON.parse(await k(['get', 'clustercsidrivers.operator.openshift.io', args.driver, '-o', 'json'])));
+  // None yet (no handover), or its CRD not installed: no report, said as such.
+  const reportJson = await k(['get', `${REPORT_RESOURCE}.${REPORT_GROUP}`, args.driver, '-o', 'json', '--ignore-not-found']).then(
+    (text) => (text.trim() ? (JSON.parse(text) as unknown) : undefined),
+    (err: unknown) => {
+      if (/the server doesn't have a resource type/i.test(String(err))) return undefined;
+      throw err;
+    },
+  );
+  const report = driverReport(driver, reportJson);
   if (args.command === 'status') {
     // The operator writes a cluster-scoped object's Events to "default", as client-go does.
     const events = parseEvents(
@@ -64,10 +74,9 @@ export async function run(argv: readonly string[], kubectl: Kubectl, out: (s: st
         await k(['get', 'events', '-n', 'default', '-o', 'json', `--field-selector=involvedObject.kind=ClusterCSIDriver,involvedObject.name=${args.driver}`]),
       ),
     );
-    out(formatStatus(driver, events, now));
+    out(formatStatus(driver, report, events, now));
     return;
   }
-  const report = driverReport(driver);
   out(formatTimeline(args.driver, report));
   if (args.svg !== undefined) {
     if (!report) throw new Error(`no handover recorded for ${args.driver}: no picture written`);

@@ -1,7 +1,8 @@
-// What `kubectl csi-handover` prints, as pure functions of what the operator records: the ClusterCSIDriver
-// (spec, conditions, status.handover) and its Events. No cluster access here; the command feeds them in.
+// What `kubectl csi-handover` prints, as pure functions of what the operator records: the ClusterCSIDriver (spec,
+// conditions), its CSIHandoverReport (the full report) and its Events. No cluster access here; the command feeds them in.
 import { z } from 'zod';
 import { formatGap, type HandoverRecord } from '../handover/measure.js';
+import { HandoverReportObject, reportOwnerUid } from '../api/handover-report.js';
 import { type HandoverReport, reportFromStatus } from '../handover/report.js';
 import type { TimelineInput } from '../report/timeline-svg.js';
 import { describeIssues } from '../issues.js';
@@ -14,7 +15,7 @@ const Condition = z.object({
   lastTransitionTime: z.string().optional(),
 });
 const Driver = z.object({
-  metadata: z.object({ name: z.string() }),
+  metadata: z.object({ name: z.string(), uid: z.string().optional() }),
   spec: z.object({ managementState: z.string().optional(), logLevel: z.string().optional() }).passthrough().optional(),
   status: z
     .object({ conditions: z.array(Condition).nullish() })
@@ -50,7 +51,16 @@ export function parseEvents(json: unknown): EventObject[] {
   });
 }
 
-export const driverReport = (d: DriverObject): HandoverReport | undefined => reportFromStatus(d.status);
+/**
+ * The driver's handovers from its CSIHandoverReport (`kubectl get -o json`, undefined when there is none), if that
+ * report belongs to this CR: one left by an earlier CR of the same name is not its (the garbage collector removes it).
+ */
+export function driverReport(d: DriverObject, reportJson: unknown): HandoverReport | undefined {
+  const parsed = HandoverReportObject.safeParse(reportJson);
+  if (!parsed.success) return undefined;
+  if (d.metadata.uid !== undefined && reportOwnerUid(parsed.data) !== d.metadata.uid) return undefined;
+  return reportFromStatus(parsed.data.status);
+}
 
 const eventTime = (e: EventObject): number => Date.parse(e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp ?? '') || 0;
 
@@ -78,7 +88,7 @@ const EVENT_TEXT = 140;
 
 const gapText = (h: HandoverRecord): string => (h.gapMs === undefined ? 'not timed' : formatGap(h.gapMs));
 
-export function formatStatus(d: DriverObject, events: readonly EventObject[], now: number): string {
+export function formatStatus(d: DriverObject, report: HandoverReport | undefined, events: readonly EventObject[], now: number): string {
   const out: string[] = [`ClusterCSIDriver ${d.metadata.name}`];
   out.push(`  managementState: ${d.spec?.managementState ?? '(unset)'}    logLevel: ${d.spec?.logLevel ?? '(unset: Normal)'}`);
   const conditions = d.status?.conditions ?? [];
@@ -92,7 +102,6 @@ export function formatStatus(d: DriverObject, events: readonly EventObject[], no
       ]),
     );
   }
-  const report = driverReport(d);
   out.push('');
   if (!report) out.push('No lease handover recorded yet.');
   else {

@@ -1,7 +1,7 @@
-// What a driver's CR tells of its handovers: the last handover of each of its leases and running totals. It is
-// level-based: seeded from the CR's own status.handover when the operator (re)starts, so a restart, an upgrade
-// or a new leader keeps the last gap a user saw. On OpenShift's CRD status.handover is pruned; the condition
-// (src/status/conditions.ts; its message carries the summary) is then kept until a new handover replaces it.
+// What a driver's handovers were: the last handover of each of its leases and running totals, kept in the status of
+// the driver's CSIHandoverReport (src/api/handover-report.ts) and summed up in its CR's conditions. It is
+// level-based: seeded from that report when the operator (re)starts, so a restart, an upgrade or a new leader keeps
+// the last gap a user saw. It belongs to one ClusterCSIDriver by UID: a CR deleted and created again starts clean.
 import { z } from 'zod';
 import { formatGap, type HandoverRecord } from './measure.js';
 
@@ -53,17 +53,17 @@ export function handoversMessage(hs: readonly HandoverRecord[]): string {
   const lines = hs.map((h) => `${handoverMessage(h).slice('lease '.length)}`);
   let message = `${head}: ${lines.join('; ')}`;
   for (let kept = lines.length - 1; message.length > EVENT_MESSAGE_MAX && kept >= 0; kept--) {
-    message = `${head}: ${lines.slice(0, kept).join('; ')}${kept ? '; ' : ''}… and ${lines.length - kept} more (status.handover lists them)`;
+    message = `${head}: ${lines.slice(0, kept).join('; ')}${kept ? '; ' : ''}… and ${lines.length - kept} more (the CSIHandoverReport lists them)`;
   }
   return message;
 }
 
-// ---- status.handover, both ways ----
+// ---- the CSIHandoverReport's status, both ways ----
 
 const iso = (ms: number | undefined) => (ms === undefined ? undefined : new Date(ms).toISOString());
 const seconds = (ms: number | undefined) => (ms === undefined ? undefined : Math.round(ms) / 1000);
 
-/** Our CRD's status.handover extension. */
+/** The CSIHandoverReport's status. */
 export function handoverStatus(report: HandoverReport): Record<string, unknown> {
   const gaps = report.leases.flatMap((h) => (h.gapMs === undefined ? [] : [h.gapMs]));
   const largest = gaps.length ? Math.max(...gaps) : undefined;
@@ -119,9 +119,9 @@ const HandoverStatus = z.object({
   totals: z.object({ handovers: count, releasedByOperator: count, releasedByHolder: count, expired: count }),
 });
 
-/** The report a CR's status.handover holds, or undefined when it holds none we can read (then we start afresh). */
+/** The report a CSIHandoverReport's status holds, or undefined when it holds none we can read (then we start afresh). */
 export function reportFromStatus(status: unknown): HandoverReport | undefined {
-  const parsed = HandoverStatus.safeParse((status as { handover?: unknown } | undefined)?.handover);
+  const parsed = HandoverStatus.safeParse(status);
   if (!parsed.success) return undefined;
   const leases = parsed.data.lastRollout.leases.flatMap((l): HandoverRecord[] =>
     l.acquireTime === undefined
@@ -153,25 +153,38 @@ const sameHandover = (a: HandoverRecord, b: HandoverRecord): boolean =>
   Math.abs(a.acquiredAt - b.acquiredAt) < SAME_HANDOVER_MS;
 
 /**
- * Every driver's report. The leader's is the CR's (seeded from its status.handover the first time it is asked
- * for) plus what it observes. A standby keeps what it observes aside, by lease: when it starts leading, those
- * handovers the CR does not report yet (the old leader died before writing them) are added; the CR's own
- * stand, whatever this replica timed a few milliseconds differently.
+ * Every driver's report. The leader's is its CSIHandoverReport's (seeded from it the first time it is asked for)
+ * plus what it observes. A standby keeps what it observes aside, by lease: when it starts leading, those handovers
+ * the report lacks (the old leader died before writing them) are added; the report's own stand, whatever this
+ * replica timed a few milliseconds differently. A report belongs to one ClusterCSIDriver by UID (`owner` says the
+ * current CR's): when the CR is deleted and created again under the same name, its report starts clean.
  */
 export class HandoverReports {
-  private readonly reports = new Map<string, HandoverReport>();
+  /** driver → the report and the UID of the CR it belongs to (undefined: no CR seen) */
+  private readonly reports = new Map<string, { uid: string | undefined; report: HandoverReport }>();
   /** driver → lease → the last handover seen while standing by */
   private readonly seenAside = new Map<string, Map<string, HandoverRecord>>();
   private leading = false;
 
-  constructor(private readonly seed: (driver: string) => HandoverReport | undefined) {}
+  constructor(
+    /** The report stored for the driver's CR of this UID, if any (one of an older CR of the same name is not it). */
+    private readonly seed: (driver: string, uid: string | undefined) => HandoverReport | undefined,
+    /** The UID of the driver's ClusterCSIDriver now. */
+    private readonly owner: (driver: string) => string | undefined = () => undefined,
+  ) {}
 
   get(driver: string): HandoverReport | undefined {
+    const uid = this.owner(driver);
     const known = this.reports.get(driver);
-    if (known) return known;
-    const seeded = this.seed(driver);
-    if (seeded) this.reports.set(driver, seeded);
+    if (known && known.uid === uid) return known.report;
+    const seeded = this.seed(driver, uid);
+    if (seeded) this.reports.set(driver, { uid, report: seeded });
+    else this.reports.delete(driver);
     return seeded;
+  }
+
+  private put(driver: string, h: HandoverRecord): void {
+    this.reports.set(driver, { uid: this.owner(driver), report: withHandover(this.get(driver), h) });
   }
 
   /** A handover observed: part of the report when leading, kept aside otherwise. True when the report changed. */
@@ -182,18 +195,18 @@ export class HandoverReports {
       this.seenAside.set(driver, aside);
       return false;
     }
-    this.reports.set(driver, withHandover(this.get(driver), h));
+    this.put(driver, h);
     return true;
   }
 
   /**
    * This replica lost its leadership and stands by again: what it reported is kept aside like any observation, so
-   * a handover it had not written to its CR yet is not lost if it leads again (the CR's own record wins if it has it).
+   * a handover it had not written yet is not lost if it leads again (the stored report's record wins if it has it).
    */
   stopLeading(): void {
     if (!this.leading) return;
     this.leading = false;
-    for (const [driver, report] of this.reports) {
+    for (const [driver, { report }] of this.reports) {
       const aside = this.seenAside.get(driver) ?? new Map<string, HandoverRecord>();
       for (const h of report.leases) {
         const key = `${h.namespace}/${h.lease}`;
@@ -205,7 +218,7 @@ export class HandoverReports {
     this.reports.clear();
   }
 
-  /** This replica leads from now on: reports start from the CRs, with what it saw aside that they lack. Returns the drivers whose report changed. */
+  /** This replica leads from now on: reports start from the stored ones, with what it saw aside that they lack. Returns the drivers whose report changed. */
   startLeading(): string[] {
     this.leading = true;
     this.reports.clear();
@@ -214,7 +227,7 @@ export class HandoverReports {
       for (const h of aside.values()) {
         const reported = this.get(driver)?.leases.find((x) => x.namespace === h.namespace && x.lease === h.lease);
         if (reported && (sameHandover(reported, h) || reported.acquiredAt >= h.acquiredAt)) continue;
-        this.reports.set(driver, withHandover(this.get(driver), h));
+        this.put(driver, h);
         changed.push(driver);
       }
     }

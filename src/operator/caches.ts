@@ -14,6 +14,7 @@ import type {
 } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
 import { COLLECTION_PATH } from '../api/clustercsidriver.js';
+import { REPORT_COLLECTION_PATH } from '../api/handover-report.js';
 import { DRIVER_LABEL } from '../api/names.js';
 import type { Config } from '../config.js';
 import { nodeForCache, podForCache } from '../handover/cached.js';
@@ -27,6 +28,8 @@ export type Named = KubernetesObject & { metadata?: { generation?: number; label
 
 export class Caches {
   readonly drivers: Informer<Named>;
+  /** The drivers' CSIHandoverReports: where a report starts after a restart. Optional: without its CRD, handovers still work. */
+  readonly reports: Informer<KubernetesObject>;
   readonly deployments: InformerView<V1Deployment>;
   readonly daemonSets: InformerView<V1DaemonSet>;
   /** Labelled StatefulSets are not managed; watched only to say so on their driver's CR. */
@@ -54,6 +57,7 @@ export class Caches {
     const perScope = <T extends KubernetesObject>(path: (scope: string) => string, opts: CacheOptions<T> = {}, needed = true) =>
       unionOf(scopes.map((scope) => make<T>(path(scope), opts, needed)));
     this.drivers = make<Named>(COLLECTION_PATH);
+    this.reports = make<KubernetesObject>(REPORT_COLLECTION_PATH, { transform: withoutManagedFields }, false);
     this.deployments = perScope<V1Deployment>((s) => `/apis/apps/v1${s}/deployments`, { labelSelector: DRIVER_LABEL });
     this.daemonSets = perScope<V1DaemonSet>((s) => `/apis/apps/v1${s}/daemonsets`, { labelSelector: DRIVER_LABEL });
     this.statefulSets = perScope<V1StatefulSet>((s) => `/apis/apps/v1${s}/statefulsets`, { labelSelector: DRIVER_LABEL }, false);

@@ -13,6 +13,8 @@ import { WitnessReports } from '../controller/witness-reports.js';
 import { WITNESS_AUDIENCE } from '../handover/witness-report.js';
 import { TokenReviewer } from '../kube/token-review.js';
 import { HandoverReports, reportFromStatus } from '../handover/report.js';
+import { HandoverReportObject, reportOwnerUid } from '../api/handover-report.js';
+import { StatusWriter } from '../controller/clustercsidriver/status-writer.js';
 import { WriteAccess } from '../kube/access.js';
 import { EventRecorder } from '../kube/events.js';
 import { type KubeHttp } from '../kube/http.js';
@@ -49,8 +51,18 @@ export class Operator {
   ) {
     const caches = (this.caches = new Caches(http, cfg, log));
     const common = { http, metrics, now: systemClock };
-    // Level-based: what a CR already reports is where its report starts (after a restart, an upgrade, a new leader).
-    const reports = new HandoverReports((driver) => reportFromStatus((caches.drivers.get(driver) as { status?: unknown } | undefined)?.status));
+    // Level-based: a driver's stored CSIHandoverReport is where its report starts (after a restart, an upgrade, a new
+    // leader), if it belongs to the driver's CR of now (by UID: a CR made again under the same name starts clean).
+    const storedReport = (driver: string) => {
+      const parsed = HandoverReportObject.safeParse(caches.reports.get(driver));
+      return parsed.success ? { ownerUid: reportOwnerUid(parsed.data), status: parsed.data.status } : undefined;
+    };
+    const crUid = (driver: string) => caches.drivers.get(driver)?.metadata?.uid;
+    const reports = new HandoverReports((driver, uid) => {
+      const stored = storedReport(driver);
+      return stored && uid !== undefined && stored.ownerUid === uid ? reportFromStatus(stored.status) : undefined;
+    }, crUid);
+    const events = new EventRecorder(http, log, cfg.identity);
     // Whether it may write in a driver's namespace (ClusterRole csi-handover-driver is bound there per namespace).
     const access = new WriteAccess(http, log.child({ component: 'access' }), systemClock);
     const { drivers: driverCache, deployments, daemonSets, statefulSets, leases, pods, nodes, witnesses } = caches;
@@ -64,6 +76,8 @@ export class Operator {
       mode: cfg.mode,
       access,
       handoverReport: (driver) => reports.get(driver),
+      storedReport,
+      statusWriter: new StatusWriter({ ...common, log, events }),
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       operatorLogLevel: new OperatorLogLevel(log, cfg.logLevel),
     });
@@ -73,7 +87,7 @@ export class Operator {
       pods,
       nodes,
       log: log.child({ controller: 'handover' }),
-      events: new EventRecorder(http, log, cfg.identity),
+      events,
       deployments: () => deployments.list(),
       gateTimeoutMs: cfg.gateTimeout,
       earlyStart: cfg.earlyStart,
@@ -84,6 +98,9 @@ export class Operator {
       access,
     });
     this.parts = [drivers, this.handover];
+    // A report changed or removed by someone else is written again as the operator knows it.
+    const reportChanged = (o: { metadata?: { name?: string } }) => drivers.statusChanged(o.metadata?.name);
+    caches.reports.on('update', reportChanged).on('delete', reportChanged);
     if (caches.webhookSecret) {
       const ns = cfg.leaderElectionNamespace;
       const handover = this.handover;

@@ -2,7 +2,7 @@
 // Names end in Available, Progressing and Degraded under one prefix, so OpenShift's suffix roll-up counts them.
 import type { Condition } from '../api/clustercsidriver.js';
 import { formatGap } from '../handover/measure.js';
-import { type HandoverReport, handoverStatus } from '../handover/report.js';
+import type { HandoverReport } from '../handover/report.js';
 import { describeProgress, type WorkloadProgress } from './workload-progress.js';
 
 export const CONDITION_PREFIX = 'CSIHandover';
@@ -131,15 +131,27 @@ export function handoverCondition(report: HandoverReport | undefined, current: r
     : { type: HANDED_OVER, status: 'True', reason: byWho('operator') ? 'ReleasedByOperator' : 'ReleasedByHolder', message };
 }
 
-/** Every condition of ours on the CR, with transition times, and the structured handover report (our CRD's extension). */
+/** The numbers users want at a glance, for a condition's message: how many leases the last handovers moved, the largest gap. */
+export function lastHandoverSummary(report: HandoverReport | undefined): string | undefined {
+  if (!report?.leases.length) return undefined;
+  const gaps = report.leases.flatMap((h) => (h.gapMs === undefined ? [] : [h.gapMs]));
+  const largest = gaps.length ? `largest gap ${formatGap(Math.max(...gaps))}` : 'no stop observed';
+  return `last handover: ${report.leases.length} lease(s), ${largest}`;
+}
+
+/**
+ * Every condition of ours on the CR, with transition times. Only conditions: OpenShift's ClusterCSIDriver schema
+ * declares no field for the full report, which goes to the driver's CSIHandoverReport.
+ */
 export function driverConditions(
   o: DriverObservation,
   report: HandoverReport | undefined,
   current: readonly Condition[] | undefined | null,
   now: string,
-): { conditions: Condition[]; handover?: Record<string, unknown> } {
-  return {
-    conditions: withTransitionTimes([...computeConditions(o), handoverCondition(report, current)], current, now),
-    handover: report ? handoverStatus(report) : undefined,
-  };
+): Condition[] {
+  const drafts = [...computeConditions(o), handoverCondition(report, current)];
+  const summary = lastHandoverSummary(report);
+  const progressing = drafts.find((d) => d.type === PROGRESSING);
+  if (summary && progressing?.status === 'False' && progressing.reason === 'AsExpected') progressing.message = `${progressing.message}; ${summary}`;
+  return withTransitionTimes(drafts, current, now);
 }

@@ -9,7 +9,15 @@ import { PatchType } from '../../src/kube/http.js';
 import { isConflict, isNotFound } from '../../src/kube/errors.js';
 import { makeLogger } from '../../src/log.js';
 import { clusterHttp, kubectl, waitFor } from '../../hack/lib/cluster.js';
-import { grantDriverNamespace, installOperator, OPERATOR_NAMESPACE, operatorLeader, operatorMetric, setOperatorMode } from '../../hack/lib/operator.js';
+import {
+  grantDriverNamespace,
+  installOperator,
+  OPERATOR_NAMESPACE,
+  operatorLeader,
+  operatorMetric,
+  reportStatus,
+  setOperatorMode,
+} from '../../hack/lib/operator.js';
 import { rolloutRestart, waitRolloutComplete } from '../../hack/lib/rollout.js';
 
 const http = clusterHttp();
@@ -31,7 +39,6 @@ interface CR {
   status?: {
     observedGeneration?: number;
     conditions?: { type: string; reason?: string; message?: string }[];
-    handover?: { lastRollout?: { leases?: ReportedLease[] }; totals?: { handovers: number } };
   };
 }
 
@@ -155,8 +162,8 @@ async function reported(driver: string, namespace: string, lease: string, since:
     `${driver} to report a handover of ${namespace}/${lease}`,
     timeoutMs,
     async () => {
-      const cr = await http.get<CR>(`${CRS}/${driver}`);
-      const r = cr.status?.handover?.lastRollout?.leases?.find((l) => l.lease === lease && l.namespace === namespace);
+      const report = await reportStatus(http, driver);
+      const r = report?.lastRollout?.leases?.find((l) => l.lease === lease && l.namespace === namespace);
       return r && Date.parse(r.acquireTime ?? '') >= since.getTime() - 1_000 ? r : undefined;
     },
     250,
@@ -281,18 +288,18 @@ describe('every handover is reported', () => {
     for (const ns of twins) {
       const r = await reported(`${ns}.csi-handover.test`, ns, lease, since);
       expect(r.releasedBy).toBe('operator');
-      const cr = await http.get<CR>(`${CRS}/${ns}.csi-handover.test`);
-      expect(cr.status?.handover?.lastRollout?.leases?.map((l) => l.namespace)).toEqual([ns]);
+      expect((await reportStatus(http, `${ns}.csi-handover.test`))?.lastRollout?.leases?.map((l) => l.namespace)).toEqual([ns]);
       expect(
         await operatorMetric(http, `csi_handover_handover_gap_seconds_count{namespace="${ns}",lease="${lease}",released_by="operator"}`),
       ).toBeGreaterThanOrEqual(1);
     }
   });
 
-  it('an operator restart keeps the last handover in the CR', async () => {
+  it('an operator restart keeps the last handover in the report and the CR', async () => {
     const driver = 'report-twin-a.csi-handover.test';
     const before = await http.get<CR>(`${CRS}/${driver}`);
-    expect(before.status?.handover?.lastRollout?.leases?.length).toBeGreaterThan(0);
+    const reportBefore = await reportStatus(http, driver);
+    expect(reportBefore?.lastRollout?.leases?.length).toBeGreaterThan(0);
     const oldLeader = (await operatorLeader(http)).metadata?.name;
     await rolloutRestart(http, OPERATOR_NAMESPACE, 'csi-handover');
     await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
@@ -303,8 +310,9 @@ describe('every handover is reported', () => {
       const cr = await http.get<CR>(`${CRS}/${driver}`);
       return cr.status?.observedGeneration === cr.metadata.generation ? cr : undefined;
     });
-    expect(after.status?.handover?.lastRollout?.leases).toEqual(before.status?.handover?.lastRollout?.leases);
-    expect(after.status?.handover?.totals).toEqual(before.status?.handover?.totals);
+    const reportAfter = await reportStatus(http, driver);
+    expect(reportAfter?.lastRollout?.leases).toEqual(reportBefore?.lastRollout?.leases);
+    expect(reportAfter?.totals).toEqual(reportBefore?.totals);
     expect(after.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver')?.message).toBe(
       before.status?.conditions?.find((c) => c.type === 'CSIHandoverLeasesHandedOver')?.message,
     );

@@ -21,7 +21,7 @@ import {
   SAMPLE_NAMESPACE as NS,
   waitFor,
 } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader, setOperatorMode, setSampleCrLevel, settledSample, uninstallWitness } from '../../hack/lib/operator.js';
+import { installOperator, operatorLeader, reportStatus, setOperatorMode, setSampleCrLevel, settledSample, uninstallWitness } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 
@@ -30,15 +30,8 @@ const leases = Object.values(SAMPLE_LEASES);
 const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 const log = makeLogger('test', 'warn');
 
-interface ReportedLease {
-  lease: string;
-  oldHolder: string;
-  newHolder: string;
-  releasedBy: string;
-  gapSeconds?: number;
-}
 interface CR {
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[]; handover?: { lastRollout?: { leases?: ReportedLease[] } } };
+  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
 }
 
 const settled = (): Promise<V1Pod[]> => settledSample(http);
@@ -135,16 +128,16 @@ function expectFastHandovers(r: { handovers: Handover[]; after: V1Pod[] }, bound
 
 /** The CR reports the same handovers, with gaps that agree with ours timed from the same event (the deletion). */
 async function expectReported(r: { handovers: Handover[]; fromDeletion: Handover[] }, releasedBy: string): Promise<void> {
-  const cr = await waitFor('handover report in the CR', 30_000, async () => {
-    const c = await http.get<CR>(crPath);
-    const reported = c.status?.handover?.lastRollout?.leases ?? [];
+  const report = await waitFor('the handover report', 30_000, async () => {
+    const reported = (await reportStatus(http, SAMPLE_DRIVER))?.lastRollout?.leases ?? [];
     return leases.every((l) => reported.some((x) => x.lease === l && x.newHolder === r.handovers.filter((h) => h.lease === l).at(-1)?.newHolder))
-      ? c
+      ? reported
       : undefined;
   });
+  const cr = await http.get<CR>(crPath);
   for (const lease of leases) {
     const ours = r.fromDeletion.filter((h) => h.lease === lease).at(-1);
-    const theirs = cr.status?.handover?.lastRollout?.leases?.find((x) => x.lease === lease);
+    const theirs = report.find((x) => x.lease === lease);
     expect(theirs?.releasedBy).toBe(releasedBy);
     expect(theirs?.gapSeconds, `the operator's gap of ${lease}`).toBeDefined();
     expect(ours?.gapMs, `our gap of ${lease}`).toBeDefined();

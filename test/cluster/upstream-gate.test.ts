@@ -18,13 +18,12 @@ import {
   samplesDir,
   waitFor,
 } from '../../hack/lib/cluster.js';
-import { installOperator, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
+import { installOperator, reportStatus, setOperatorMode, setSampleCrLevel } from '../../hack/lib/operator.js';
 import { waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { join } from 'node:path';
 
 const http = clusterHttp();
 const leases = Object.values(SAMPLE_LEASES);
-const crPath = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 /** The sidecars that take --feature-gates=ReleaseLeaderElectionOnExit=true in this overlay. */
 const GATED_SIDECARS = ['csi-provisioner', 'csi-attacher', 'csi-resizer', 'csi-snapshotter'] as const;
 const gatedLeases = new Set<string>(GATED_SIDECARS.map((c) => SAMPLE_LEASES[c]));
@@ -115,8 +114,7 @@ describe('ReleaseLeaderElectionOnExit=true (OpenShift timings)', () => {
       expect(h.gapMs ?? Infinity).toBeLessThan(10_000);
     }
     const reported = await waitFor('report', 30_000, async () => {
-      const cr = await http.get<{ status?: { handover?: { lastRollout?: { leases?: { lease: string; oldHolder: string; releasedBy: string }[] } } } }>(crPath);
-      const ls = (cr.status?.handover?.lastRollout?.leases ?? []).filter((l) => l.oldHolder === leaderName);
+      const ls = ((await reportStatus(http, SAMPLE_DRIVER))?.lastRollout?.leases ?? []).filter((l) => l.oldHolder === leaderName);
       return ls.length === held.length ? ls : undefined;
     });
     for (const l of reported) {

@@ -1,6 +1,6 @@
 // The OLM bundle (bundle/) says what config/ says: the CSV's Deployment is config/default's but for the webhook
 // certificate settings OLM provides, its permissions are the roles' (less the webhook configuration OLM owns), its
-// webhook definition is config/webhook's, and it ships the CRD of crds/ unchanged.
+// webhook definition is config/webhook's, and it ships the CRDs of crds/ and config/report unchanged.
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -82,11 +82,16 @@ describe('bundle/', () => {
     ]);
   });
 
-  it('ships the CRD of crds/ unchanged, as owned, with the metrics Service of config/', async () => {
-    const name = 'operator.openshift.io_clustercsidrivers.yaml';
-    expect(readFileSync(join(bundle, 'manifests', name), 'utf8')).toBe(readFileSync(join(repoRoot, 'crds', name), 'utf8'));
+  it('ships the CRDs of crds/ and config/report unchanged, as owned, with the metrics Service of config/', async () => {
+    for (const [dir, name] of [
+      ['crds', 'operator.openshift.io_clustercsidrivers.yaml'],
+      [join('config', 'report'), 'csi-handover.io_csihandoverreports.yaml'],
+    ] as const) {
+      expect(readFileSync(join(bundle, 'manifests', name), 'utf8')).toBe(readFileSync(join(repoRoot, dir, name), 'utf8'));
+    }
     expect(csv.spec.customresourcedefinitions.owned.map((c: { name: string; version: string; kind: string }) => `${c.name} ${c.version} ${c.kind}`)).toEqual([
       'clustercsidrivers.operator.openshift.io v1 ClusterCSIDriver',
+      'csihandoverreports.csi-handover.io v1alpha1 CSIHandoverReport',
     ]);
     const svc = parse(readFileSync(join(bundle, 'manifests', 'csi-handover-metrics_v1_service.yaml'), 'utf8')) as Obj;
     const { namespace: _, ...metadata } = find(await kustomize(), 'Service', 'csi-handover-metrics').metadata;

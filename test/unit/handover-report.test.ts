@@ -35,13 +35,13 @@ describe('handover report', () => {
     expect(r.totals).toEqual({ handovers: 3, releasedByOperator: 1, releasedByHolder: 1, expired: 1 });
   });
 
-  it('survives the round trip through status.handover unchanged (so a restart writes nothing new)', () => {
+  it('survives the round trip through the CSIHandoverReport status unchanged (so a restart writes nothing new)', () => {
     const r = withHandover(
       withHandover(undefined, record()),
       record({ lease: 'provisioner', gapMs: undefined, stopAt: undefined, releasedAt: undefined, releasedBy: 'expiry' }),
     );
     const status = handoverStatus(r);
-    const back = reportFromStatus(JSON.parse(JSON.stringify({ handover: status })));
+    const back = reportFromStatus(JSON.parse(JSON.stringify(status)));
     expect(back && handoverStatus(back)).toEqual(status);
     expect(back?.totals).toEqual(r.totals);
   });
@@ -49,14 +49,12 @@ describe('handover report', () => {
   it.each([
     ['no status', undefined],
     ['no handover in it', { conditions: [] }],
-    ['a handover we cannot read', { handover: { lastRollout: { leases: [{ lease: 'x' }] } } }],
+    ['a handover we cannot read', { lastRollout: { leases: [{ lease: 'x' }] } }],
     [
       'a time that is not one',
       {
-        handover: {
-          lastRollout: { leases: [{ ...handoverStatusLease(), acquireTime: 'soon' }] },
-          totals: { handovers: 1, releasedByOperator: 1, releasedByHolder: 0, expired: 0 },
-        },
+        lastRollout: { leases: [{ ...handoverStatusLease(), acquireTime: 'soon' }] },
+        totals: { handovers: 1, releasedByOperator: 1, releasedByHolder: 0, expired: 0 },
       },
     ],
   ])('reads nothing from %s (and starts afresh)', (_n, status) => expect(reportFromStatus(status)).toBeUndefined());
@@ -71,7 +69,7 @@ describe('handover report', () => {
     });
     expect(handoverCondition(withHandover(r, record({ lease: 'p', releasedBy: 'expiry' })), [])).toMatchObject({ status: 'False', reason: 'LeaseExpired' });
     expect(handoverCondition(undefined, [])).toMatchObject({ status: 'Unknown', reason: 'NoHandoverYet' });
-    // OpenShift's CRD prunes status.handover: after a restart the condition is all there is, and it stays.
+    // No stored report (its CRD not installed, or deleted): after a restart the condition is all there is, and it stays.
     const kept = {
       type: 'CSIHandoverLeasesHandedOver',
       status: 'True' as const,
@@ -94,6 +92,25 @@ describe('handover report', () => {
     expect(reports.get('d')?.leases).toHaveLength(2);
     expect(reports.get('e')).toBeUndefined();
     expect(seeded).toBe(2);
+  });
+
+  it('HandoverReports: a report belongs to its CR by UID — a CR made again under the same name starts clean', () => {
+    const stored = { uid: 'uid-1', report: withHandover(undefined, record()) };
+    let crUid: string | undefined = 'uid-1';
+    const reports = new HandoverReports(
+      (driver, uid) => (driver === 'd' && uid === stored.uid ? stored.report : undefined),
+      () => crUid,
+    );
+    reports.startLeading();
+    reports.add('d', record({ lease: 'provisioner' }));
+    expect(reports.get('d')?.totals.handovers).toBe(2);
+    crUid = 'uid-2'; // deleted and created again: neither the memory nor the stored report of uid-1 is its
+    expect(reports.get('d')).toBeUndefined();
+    reports.add('d', record({ lease: 'resizer' }));
+    expect(reports.get('d')?.leases.map((h) => h.lease)).toEqual(['resizer']);
+    expect(reports.get('d')?.totals.handovers).toBe(1);
+    crUid = undefined; // no CR at all: what was kept for uid-2 is not served either
+    expect(reports.get('d')).toBeUndefined();
   });
 
   it('HandoverReports: a standby’s observations add only what the CR lacks when it starts leading', () => {
@@ -146,6 +163,6 @@ describe('handoversMessage', () => {
     expect(m.length).toBeLessThanOrEqual(EVENT_MESSAGE_MAX);
     const kept = (m.match(/→/g) ?? []).length;
     expect(kept).toBeGreaterThan(0);
-    expect(m).toContain(`… and ${40 - kept} more (status.handover lists them)`);
+    expect(m).toContain(`… and ${40 - kept} more (the CSIHandoverReport lists them)`);
   });
 });

@@ -15,15 +15,27 @@ import {
 const T0 = Date.parse('2026-12-02T05:00:00Z');
 const iso = (ms: number) => new Date(ms).toISOString();
 
-function driver(leases: Record<string, unknown>[], conditions: Record<string, unknown>[] = []): DriverObject {
+const UID = 'b6f1c3a0-0000-4000-8000-000000000001';
+
+function driver(conditions: Record<string, unknown>[] = []): DriverObject {
   return parseDriver({
-    metadata: { name: 'hostpath.csi.k8s.io' },
+    metadata: { name: 'hostpath.csi.k8s.io', uid: UID },
     spec: { managementState: 'Managed', logLevel: 'Debug' },
-    status: {
-      conditions,
-      handover: leases.length ? { lastRollout: { leases }, totals: { handovers: 7, releasedByOperator: 5, releasedByHolder: 1, expired: 1 } } : undefined,
-    },
+    status: { conditions },
   });
+}
+
+/** The driver's CSIHandoverReport as `kubectl get -o json` prints it, owned by the CR of `owner`. */
+function reportJson(leases: Record<string, unknown>[], owner = UID): unknown {
+  return {
+    apiVersion: 'csi-handover.io/v1alpha1',
+    kind: 'CSIHandoverReport',
+    metadata: {
+      name: 'hostpath.csi.k8s.io',
+      ownerReferences: [{ apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', name: 'hostpath.csi.k8s.io', uid: owner }],
+    },
+    status: { lastRollout: { leases }, totals: { handovers: 7, releasedByOperator: 5, releasedByHolder: 1, expired: 1 } },
+  };
 }
 
 const released = {
@@ -69,10 +81,9 @@ describe('kubectl csi-handover arguments', () => {
 
 describe('kubectl csi-handover status', () => {
   it('shows the spec, conditions, the last rollout per lease and the totals', () => {
-    const d = driver(
-      [released, expired],
-      [{ type: 'CSIHandoverLeasesHandedOver', status: 'False', reason: 'LeaseExpired', message: 'largest gap 15s', lastTransitionTime: iso(T0 + 15_000) }],
-    );
+    const d = driver([
+      { type: 'CSIHandoverLeasesHandedOver', status: 'False', reason: 'LeaseExpired', message: 'largest gap 15s', lastTransitionTime: iso(T0 + 15_000) },
+    ]);
     const events = parseEvents({
       items: [
         { reason: 'LeaseHandedOver', type: 'Normal', message: 'event-before', count: 1, lastTimestamp: iso(T0 - 60_000), metadata: {} },
@@ -81,7 +92,7 @@ describe('kubectl csi-handover status', () => {
         { reason: 'LeaseHandedOver', type: 'Normal', message: `long ${'x'.repeat(300)}`, lastTimestamp: iso(T0 - 120_000), metadata: {} },
       ],
     });
-    const text = formatStatus(d, events, T0 + 75_000);
+    const text = formatStatus(d, driverReport(d, reportJson([released, expired])), events, T0 + 75_000);
     expect(text).toContain('managementState: Managed    logLevel: Debug');
     expect(text).toMatch(/CSIHandoverLeasesHandedOver\s+False\s+LeaseExpired\s+60s\s+largest gap 15s/);
     expect(text).toContain('Last rollout: 2 lease(s), completed 60s ago, largest gap 15.0s');
@@ -94,10 +105,16 @@ describe('kubectl csi-handover status', () => {
   });
 
   it('says so when nothing was reconciled or handed over yet', () => {
-    const text = formatStatus(driver([]), [], T0);
+    const text = formatStatus(driver(), driverReport(driver(), undefined), [], T0);
     expect(text).toContain('No conditions yet');
     expect(text).toContain('No lease handover recorded yet.');
     expect(text).not.toContain('Recent events');
+  });
+
+  it('reads no report from one an earlier CR of the same name left, nor from what is not a report', () => {
+    expect(driverReport(driver(), reportJson([released]))?.leases).toHaveLength(1);
+    expect(driverReport(driver(), reportJson([released], 'another-uid'))).toBeUndefined();
+    expect(driverReport(driver(), { kind: 'Status' })).toBeUndefined();
   });
 
   it('refuses what is not a ClusterCSIDriver', () => {
@@ -107,7 +124,7 @@ describe('kubectl csi-handover status', () => {
 
 describe('kubectl csi-handover timeline', () => {
   it('draws old holder, no leader and new holder per lease, the release marked', () => {
-    const text = formatTimeline('d', driverReport(driver([released, expired])), 60);
+    const text = formatTimeline('d', driverReport(driver(), reportJson([released, expired])), 60);
     const rows = text.split('\n').filter((l) => l.startsWith('csi-hostpath/'));
     expect(rows).toHaveLength(2);
     const chart = (row: string) => row.match(/[▓·█|]{60}/)?.[0] ?? '';
@@ -125,7 +142,7 @@ describe('kubectl csi-handover timeline', () => {
   });
 
   it('gives the SVG picture each lease with its holders, its gap and the old holder stop', () => {
-    const input = timelineSvgInput('d', driverReport(driver([released, expired]))!);
+    const input = timelineSvgInput('d', driverReport(driver(), reportJson([released, expired]))!);
     expect(input.leases.map((l) => l.gaps)).toEqual([[{ from: T0, to: T0 + 500 }], [{ from: T0, to: T0 + 15_000 }]]);
     expect(input.leases[0]?.segments.map((s) => s.holder)).toEqual(['ctrl-a', 'ctrl-b']);
     expect(input.stops).toEqual([{ pod: 'ctrl-a', at: T0 }]);

@@ -67,9 +67,15 @@ export class ClusterCSIDriverController implements Part {
       .on('update', onDriver)
       .on('delete', (o) => {
         d.operatorLogLevel.set(o.metadata?.name ?? '', undefined);
+        d.statusWriter.forget(o.metadata?.name ?? '');
         this.enqueue(o.metadata?.name);
       });
-    const owner = (o: Labelled) => this.statusChanged(o.metadata?.labels?.[DRIVER_LABEL]);
+    // A workload relabelled to another driver leaves its old driver too: both report their workloads anew.
+    const owner = (o: Labelled, old?: Labelled) => {
+      this.statusChanged(o.metadata?.labels?.[DRIVER_LABEL]);
+      const before = old?.metadata?.labels?.[DRIVER_LABEL];
+      if (before !== o.metadata?.labels?.[DRIVER_LABEL]) this.statusChanged(before);
+    };
     for (const inf of [d.deployments, d.daemonSets, d.statefulSets] as InformerView<Labelled>[]) inf.on('add', owner).on('update', owner).on('delete', owner);
   }
 

@@ -1,20 +1,21 @@
 // The ClusterCSIDriver reconcile: level-based, one driver name per call. Reads the CR and the driver's labelled
 // workloads from the informer caches and asks what it may write, plans (./plan.ts), rewrites the pod templates
-// the plan names — each on the version the cache holds, so a conflict goes back to the queue — and reports with
-// conditions written by server-side apply.
+// the plan names — each on the version the cache holds, so a conflict goes back to the queue — and reports: its
+// conditions on the CR and the full report in its CSIHandoverReport (./status-writer.ts).
 import type { V1DaemonSet, V1Deployment } from '@kubernetes/client-node';
 import type { Logger } from 'pino';
-import { ClusterCSIDriver, GROUP, type GenerationStatus, KIND, objectPath, VERSION } from '../../api/clustercsidriver.js';
-import { FIELD_MANAGER } from '../../api/names.js';
+import { ClusterCSIDriver, type Condition, type GenerationStatus } from '../../api/clustercsidriver.js';
 import { type Clock, kubeTime } from '../../clock.js';
-import type { HandoverReport } from '../../handover/report.js';
+import { type HandoverReport, handoverStatus } from '../../handover/report.js';
 import { DENIAL_REMEMBERED_MS, describeNeed, type WriteAccess } from '../../kube/access.js';
 import { type KubeHttp } from '../../kube/http.js';
 import { refusalOf } from '../../kube/errors.js';
 import { sameContent } from '../../kube/same-content.js';
 import type { ReconcileResult } from '../../kube/workqueue.js';
 import type { Metrics } from '../../metrics.js';
-import { driverConditions, conditionsUpToDate, type DriverObservation } from '../../status/conditions.js';
+import { conditionsUpToDate, type DriverObservation, driverConditions, HANDED_OVER } from '../../status/conditions.js';
+import type { StatusPart } from '../../status/status-parts.js';
+import type { StatusWriter } from './status-writer.js';
 import { daemonSetProgress, deploymentProgress } from '../../status/workload-progress.js';
 import { type DeniedWrites, generationOf, type Mode, planDriver, type TemplateWrite, type Workload, workloadRef, writeNeedsOf } from './plan.js';
 
@@ -29,6 +30,9 @@ export interface DriverContext {
   /** Labelled objects of kinds the operator does not manage (StatefulSets), as "Kind namespace/name". */
   unmanagedOf?(driver: string): string[];
   handoverReport(driver: string): HandoverReport | undefined;
+  /** The driver's CSIHandoverReport as stored: the UID of the CR it belongs to and its status. */
+  storedReport(driver: string): { ownerUid: string | undefined; status: unknown } | undefined;
+  statusWriter: StatusWriter;
   /** Whether the operator may write in a namespace (undefined: not asked, e.g. in tests without RBAC). */
   access?: WriteAccess;
   now: Clock;
@@ -109,44 +113,40 @@ async function writeTemplate(write: TemplateWrite, ctx: DriverContext, log: Logg
   return { kind, obj: updated } as Workload;
 }
 
-/** Server-side apply of our own status fields, only when they differ from what is there. */
+/** Our conditions (and in standalone mode observedGeneration and generations) on the CR; the full report in its CSIHandoverReport. */
 async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generations: GenerationStatus[], ctx: DriverContext): Promise<void> {
   const current = cr.status ?? {};
+  const ref = { name: cr.metadata.name, uid: cr.metadata.uid ?? '' };
   const report = ctx.handoverReport(cr.metadata.name);
-  const { conditions, handover } = driverConditions(o, report, current.conditions, kubeTime(ctx.now()));
-  // Compared by content: the API server hands a custom resource back with its keys sorted, not in our order.
-  const handoverUpToDate = sameContent(handover, (current as { handover?: unknown }).handover);
-  const standalone = ctx.mode === 'standalone';
-  const observedGeneration = cr.metadata.generation ?? 0;
-  const generationsUpToDate = generations.every((g) =>
-    current.generations?.some(
-      (c) => c.group === g.group && c.resource === g.resource && c.namespace === g.namespace && c.name === g.name && c.lastGeneration === g.lastGeneration,
-    ),
-  );
-  if (
-    conditionsUpToDate(conditions, current.conditions) &&
-    handoverUpToDate &&
-    (!standalone || (current.observedGeneration === observedGeneration && generationsUpToDate))
-  )
-    return;
-  const status: Record<string, unknown> = { conditions };
-  if (handover) status.handover = handover;
-  if (standalone) {
-    status.observedGeneration = observedGeneration;
-    if (generations.length) status.generations = generations;
+  const conditions = driverConditions(o, report, current.conditions, kubeTime(ctx.now()));
+  const parts: StatusPart[] = [
+    { name: 'conditions', required: true, conditions: conditions.filter((c) => c.type !== HANDED_OVER) },
+    { name: `condition ${HANDED_OVER}`, required: false, conditions: conditions.filter((c) => c.type === HANDED_OVER) },
+  ];
+  // What the CRD's owner would write: only where nobody else owns the driver (csi-operator does in companion mode).
+  if (ctx.mode === 'standalone') {
+    parts.push({ name: 'observedGeneration', required: false, fields: { observedGeneration: cr.metadata.generation ?? 0 } });
+    if (generations.length) parts.push({ name: 'generations', required: false, fields: { generations } });
   }
-  await ctx.http.apply(
-    `${objectPath(cr.metadata.name)}/status`,
-    { apiVersion: `${GROUP}/${VERSION}`, kind: KIND, metadata: { name: cr.metadata.name }, status },
-    FIELD_MANAGER,
-  );
-  ctx.metrics.statusWrites.inc();
-  ctx.log.debug(
-    {
-      driver: cr.metadata.name,
-      conditions: conditions.filter((c) => !conditionsUpToDate([c], current.conditions)).map((c) => c.type),
-      handover: !handoverUpToDate,
-    },
-    'status applied',
+  await ctx.statusWriter.driverStatus(ref, parts, (want) => statusUpToDate(want, current));
+  if (report && ref.uid) {
+    const status = handoverStatus(report);
+    const stored = ctx.storedReport(cr.metadata.name);
+    await ctx.statusWriter.report(ref, status, stored && { ownerUid: stored.ownerUid, upToDate: sameContent(status, stored.status) });
+  }
+}
+
+/** Whether the CR's status already reads as `want` (our conditions ignoring transition times, our fields). */
+export function statusUpToDate(want: Record<string, unknown>, current: NonNullable<ClusterCSIDriver['status']>): boolean {
+  const conditions = (want.conditions ?? []) as Condition[];
+  const generations = (want.generations ?? []) as GenerationStatus[];
+  return (
+    conditionsUpToDate(conditions, current.conditions) &&
+    (want.observedGeneration === undefined || want.observedGeneration === current.observedGeneration) &&
+    generations.every((g) =>
+      current.generations?.some(
+        (c) => c.group === g.group && c.resource === g.resource && c.namespace === g.namespace && c.name === g.name && c.lastGeneration === g.lastGeneration,
+      ),
+    )
   );
 }
