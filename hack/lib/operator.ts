@@ -345,6 +345,20 @@ export async function operatorRequests(http: KubeHttp, caller?: string): Promise
   return out;
 }
 
+/**
+ * The operator leader's requests to one resource (as csi_handover_api_requests_total names it, e.g.
+ * `clustercsidrivers/status`) so far, by `"<verb> <code>"`: what it wrote there and how each was answered.
+ */
+export async function operatorRequestsTo(http: KubeHttp, resource: string): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const s of parseMetrics(await leaderMetricsText(http))) {
+    if (s.name !== 'csi_handover_api_requests_total' || s.labels.resource !== resource) continue;
+    const key = `${s.labels.verb} ${s.labels.code}`;
+    out.set(key, (out.get(key) ?? 0) + s.value);
+  }
+  return out;
+}
+
 export const WITNESS_NAMESPACE = 'csi-handover-witness';
 const witnessDs = `/apis/apps/v1/namespaces/${WITNESS_NAMESPACE}/daemonsets/csi-handover-witness`;
 

@@ -55,7 +55,7 @@ export class Operator {
     // leader), if it belongs to the driver's CR of now (by UID: a CR made again under the same name starts clean).
     const storedReport = (driver: string) => {
       const parsed = HandoverReportObject.safeParse(caches.reports.get(driver));
-      return parsed.success ? { ownerUid: reportOwnerUid(parsed.data), status: parsed.data.status } : undefined;
+      return parsed.success ? { uid: parsed.data.metadata.uid, ownerUid: reportOwnerUid(parsed.data), status: parsed.data.status } : undefined;
     };
     const crUid = (driver: string) => caches.drivers.get(driver)?.metadata?.uid;
     const reports = new HandoverReports((driver, uid) => {

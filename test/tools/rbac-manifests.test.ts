@@ -36,7 +36,7 @@ const writes = (rules: Rule[]) =>
   );
 
 describe('config/rbac', () => {
-  it("grants cluster-wide no write to any driver's objects: only its CR status, its own webhook configuration, access and token reviews", async () => {
+  it("grants cluster-wide no write to any driver's objects: only its CR status, its own reports, its own webhook configuration, access and token reviews", async () => {
     const objs = await objects();
     const bound = objs.filter((o) => o.kind === 'ClusterRoleBinding').map((b) => b.roleRef?.name);
     expect(bound).toEqual(['csi-handover']);
@@ -44,7 +44,11 @@ describe('config/rbac', () => {
     expect(writes(role?.rules ?? []).sort()).toEqual([
       'create authentication.k8s.io/tokenreviews',
       'create authorization.k8s.io/selfsubjectaccessreviews',
+      'create csi-handover.io/csihandoverreports',
+      'delete csi-handover.io/csihandoverreports',
       'patch admissionregistration.k8s.io/mutatingwebhookconfigurations (csi-handover)',
+      'patch csi-handover.io/csihandoverreports',
+      'patch csi-handover.io/csihandoverreports/status',
       'patch operator.openshift.io/clustercsidrivers/status',
     ]);
     expect(role?.rules?.some((r) => r.verbs.includes('*') || r.resources.includes('*') || r.apiGroups.includes('*'))).toBe(false);

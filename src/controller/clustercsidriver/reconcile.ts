@@ -31,7 +31,7 @@ export interface DriverContext {
   unmanagedOf?(driver: string): string[];
   handoverReport(driver: string): HandoverReport | undefined;
   /** The driver's CSIHandoverReport as stored: the UID of the CR it belongs to and its status. */
-  storedReport(driver: string): { ownerUid: string | undefined; status: unknown } | undefined;
+  storedReport(driver: string): { uid: string | undefined; ownerUid: string | undefined; status: unknown } | undefined;
   statusWriter: StatusWriter;
   /** Whether the operator may write in a namespace (undefined: not asked, e.g. in tests without RBAC). */
   access?: WriteAccess;
@@ -132,7 +132,7 @@ async function applyStatus(cr: ClusterCSIDriver, o: DriverObservation, generatio
   if (report && ref.uid) {
     const status = handoverStatus(report);
     const stored = ctx.storedReport(cr.metadata.name);
-    await ctx.statusWriter.report(ref, status, stored && { ownerUid: stored.ownerUid, upToDate: sameContent(status, stored.status) });
+    await ctx.statusWriter.report(ref, status, stored && { ...stored, upToDate: sameContent(status, stored.status) });
   }
 }
 

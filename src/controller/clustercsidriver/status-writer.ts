@@ -40,7 +40,11 @@ export class StatusWriter {
    * The driver's CSIHandoverReport with this status. `existing` is the report object there is now, by the UID of the
    * CR it belongs to: missing, or one of an older CR of the same name, it is (re)made first, owned by this CR.
    */
-  async report(cr: DriverRef, status: Record<string, unknown>, existing: { ownerUid: string | undefined; upToDate: boolean } | undefined): Promise<void> {
+  async report(
+    cr: DriverRef,
+    status: Record<string, unknown>,
+    existing: { uid: string | undefined; ownerUid: string | undefined; upToDate: boolean } | undefined,
+  ): Promise<void> {
     if (existing && existing.ownerUid === cr.uid && existing.upToDate) return;
     const part: StatusPart = { name: 'report', required: true, fields: status };
     await this.applyParts(
@@ -49,7 +53,12 @@ export class StatusWriter {
       [part],
       () => false,
       async (body) => {
-        if (existing && existing.ownerUid !== cr.uid) await this.d.http.request('DELETE', reportPath(cr.name)).catch(() => undefined);
+        // That very object (by its UID): the cache may still show it after its successor was made.
+        if (existing && existing.ownerUid !== cr.uid) {
+          await this.d.http
+            .request('DELETE', reportPath(cr.name), { body: { apiVersion: 'v1', kind: 'DeleteOptions', preconditions: { uid: existing.uid } } })
+            .catch(() => undefined);
+        }
         if (!existing || existing.ownerUid !== cr.uid) await this.d.http.apply(reportPath(cr.name), reportObject(cr), FIELD_MANAGER);
         await this.d.http.apply(`${reportPath(cr.name)}/status`, { ...reportObject(cr), status: body }, FIELD_MANAGER);
       },
@@ -100,8 +109,12 @@ export class StatusWriter {
       const e = await tryWrite(required);
       if (e !== undefined) return this.remember(key, cr, resource, required, e);
     }
+    const optional = send.filter((x) => !x.required);
+    // The required parts went alone: with one other part, the first refusal was that part's (not sent twice).
+    const [only] = optional;
+    if (only && optional.length === 1) return this.remember(key, cr, resource, [only], err);
     const accepted = [...required];
-    for (const p of send.filter((x) => !x.required)) {
+    for (const p of optional) {
       const e = await tryWrite([...accepted, p]);
       if (e === undefined) accepted.push(p);
       else this.remember(key, cr, resource, [p], e);
