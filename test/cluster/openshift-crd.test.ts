@@ -242,7 +242,10 @@ describe("companion mode on OpenShift's ClusterCSIDriver CRD", () => {
 describe('a status field the API server refuses', () => {
   it('leaves the other conditions current, is logged once, counted, told in an Event and not sent again', async () => {
     const leader = (await operatorLeader(http)).metadata?.name ?? '';
-    const refused = () => operatorMetric(http, 'csi_handover_status_write_failures_total{resource="clustercsidrivers",reason="forbidden"}');
+    // A policy's denial comes as 403 or 422 (its reason decides): either is a refusal.
+    const refused = async () =>
+      (await operatorMetric(http, 'csi_handover_status_write_failures_total{resource="clustercsidrivers",reason="forbidden"}')) +
+      (await operatorMetric(http, 'csi_handover_status_write_failures_total{resource="clustercsidrivers",reason="invalid"}'));
     const refusedBefore = await refused();
     await http.apply(
       `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${POLICY}`,
