@@ -13,7 +13,7 @@ import { type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { isConflict } from '../../src/kube/errors.js';
 import { parseMetrics } from '../bench/scale-stats.js';
 import { deploySample, kubectl, localDir, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from './cluster.js';
-import { deploymentPath, waitLeasesHeldBy, waitRolloutComplete } from './rollout.js';
+import { deploymentPath, rolloutComplete, waitLeasesHeldBy, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
 
@@ -179,6 +179,19 @@ export async function standaloneSampleAt(http: KubeHttp, level: string): Promise
   return settledSample(http);
 }
 
+/** The sample controller's pods once a rollout is complete and none of them is one of `before`. */
+export function waitNewSamplePods(http: KubeHttp, before: readonly V1Pod[]): Promise<V1Pod[]> {
+  return waitFor(
+    'the new controller pods',
+    300_000,
+    async () => {
+      const pods = await rolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT);
+      return !!pods?.length && pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
+    },
+    500,
+  );
+}
+
 /**
  * A log-level change of the settled sample driver (a rollout of its controller) and, once the new pod holds every
  * lease, the CR's report of that handover: the report and the new holder.
@@ -187,15 +200,7 @@ export async function handOverByLevel(http: KubeHttp, level: string): Promise<{ 
   const leases: string[] = Object.values(SAMPLE_LEASES);
   const before = await settledSample(http);
   await setSampleCrLevel(http, level);
-  const after = await waitFor(
-    'the new pod',
-    300_000,
-    async () => {
-      const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
-      return pods.every((p) => !before.some((b) => b.metadata?.name === p.metadata?.name)) && pods;
-    },
-    1_000,
-  );
+  const after = await waitNewSamplePods(http, before);
   await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, leases, after, 300_000);
   const newHolder = after[0]?.metadata?.name ?? '';
   const report = await waitFor(

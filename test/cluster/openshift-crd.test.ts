@@ -9,7 +9,6 @@
 import { execFile } from 'node:child_process';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as pluginRun } from '../../src/cli/kubectl-csi-handover.js';
 import { DRIVER_LABEL } from '../../src/api/names.js';
@@ -37,6 +36,7 @@ import {
   reportStatus,
   setOperatorMode,
   setSampleCrLevel,
+  waitNewSamplePods,
 } from '../../hack/lib/operator.js';
 import { rolloutComplete, setVerbosityDirectly, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { thirdPartyDir } from '../../hack/lib/third-party.js';
@@ -95,15 +95,7 @@ async function changeLevel(logLevel: LogLevel, mode: 'companion' | 'standalone')
   const before = (await rolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT)) ?? [];
   await http.patch(CR, { spec: { logLevel } }, PatchType.merge);
   if (mode === 'companion') await setVerbosityDirectly(http, SAMPLE_NAMESPACE, DRIVER, verbosityFor(logLevel));
-  const after = await waitFor(
-    'the new controller pod',
-    300_000,
-    async () => {
-      const pods = await rolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT);
-      return !!pods?.length && pods.every((p) => !before.some((b: V1Pod) => b.metadata?.name === p.metadata?.name)) && pods;
-    },
-    500,
-  );
+  const after = await waitNewSamplePods(http, before);
   await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, LEASES, after, 300_000);
   const newHolder = after[0]?.metadata?.name ?? '';
   const report = await waitFor(
