@@ -16,10 +16,14 @@ export interface StatusPart {
   fields?: Record<string, unknown>;
 }
 
-/** A part's identity: its name and content. A refusal is remembered by this. */
+/**
+ * A part's identity: its name and content. A refusal is remembered by this. A condition's lastTransitionTime is not
+ * content: one the server refused is never on the object, so each reconcile dates it anew.
+ */
 export function partKey(p: StatusPart): string {
+  const conditions = (p.conditions ?? []).map(({ lastTransitionTime: _, ...rest }) => rest);
   const digest = createHash('sha256')
-    .update(canonicalJson({ c: p.conditions ?? [], f: p.fields ?? {} }))
+    .update(canonicalJson({ c: conditions, f: p.fields ?? {} }))
     .digest('base64url')
     .slice(0, 16);
   return `${p.name}#${digest}`;

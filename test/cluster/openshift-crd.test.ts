@@ -74,12 +74,12 @@ async function createCr(logLevel: string): Promise<void> {
 }
 
 /** Every status request the operator leader made so far, by "<verb> <code>", to the CR's status and to the reports. */
-async function statusRequests(): Promise<{ ok: number; failed: Record<string, number> }> {
-  let ok = 0;
+async function statusRequests(): Promise<{ ok: Record<string, number>; failed: Record<string, number> }> {
+  const ok: Record<string, number> = {};
   const failed: Record<string, number> = {};
   for (const resource of ['clustercsidrivers/status', 'csihandoverreports', 'csihandoverreports/status']) {
     for (const [k, n] of await operatorRequestsTo(http, resource)) {
-      if (/ 2\d\d$/.test(k)) ok += n;
+      if (/ 2\d\d$/.test(k)) ok[resource] = (ok[resource] ?? 0) + n;
       else failed[`${k} ${resource}`] = n;
     }
   }
@@ -170,7 +170,8 @@ describe("companion mode on OpenShift's ClusterCSIDriver CRD", () => {
     expect((await operatorLeader(http)).metadata?.name, 'one leader throughout (its counters are what is read)').toBe(leader);
     const requests = await statusRequests();
     expect(requests.failed, 'status requests answered with an error').toEqual({});
-    expect(requests.ok).toBeGreaterThan(0);
+    expect(requests.ok['clustercsidrivers/status']).toBeGreaterThan(0);
+    expect(requests.ok['csihandoverreports/status']).toBeGreaterThan(0);
     expect(await operatorMetric(http, 'csi_handover_status_write_failures_total')).toBe(failuresBefore);
   });
 

@@ -31,6 +31,12 @@ describe('a status in parts', () => {
     expect(partKey(observed)).not.toBe(partKey({ ...observed, fields: { observedGeneration: 4 } }));
   });
 
+  it("does not take a condition's transition time for new content: a refused condition is dated anew by every reconcile", () => {
+    const redated = { ...cond('CSIHandoverLeasesHandedOver'), lastTransitionTime: '2026-12-05T00:00:09Z' };
+    expect(partKey(handedOver)).toBe(partKey({ ...handedOver, conditions: [redated] }));
+    expect(partsToSend([core, { ...handedOver, conditions: [redated] }], new Set([partKey(handedOver)]))).toEqual([core]);
+  });
+
   it.each([
     ['nothing refused', [], ['conditions', 'condition CSIHandoverLeasesHandedOver', 'generations']],
     ['an optional part refused with this content', [partKey(handedOver)], ['conditions', 'generations']],
