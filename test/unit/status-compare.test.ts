@@ -6,7 +6,7 @@ import { handoverStatus, withHandover } from '../../src/handover/report.js';
 const asServed = (v: unknown): unknown => JSON.parse(canonicalJson(v));
 
 describe('canonicalJson', () => {
-  it('reads our report's status and the one the API server serves back as the same', () => {
+  it("reads our report's status and the one the API server serves back as the same", () => {
     const T = Date.parse('2026-12-01T10:00:00Z');
     const report = withHandover(undefined, {
       namespace: 'csi',
