@@ -46,6 +46,7 @@ export const Config = z
     webhookCertValidity: duration.refine((ms) => ms >= 60_000, 'at least 1m'),
     operatorDeployment: z.string().min(1),
     witnessNamespace: z.string().min(1),
+    witnessClockSkew: duration.refine((ms) => ms <= 10_000, 'at most 10s'),
   })
   .refine((c) => c.renewDeadline < c.leaseDuration, { message: 'renew deadline must be shorter than the lease duration', path: ['renewDeadline'] })
   .refine((c) => c.retryPeriod < c.renewDeadline, { message: 'retry period must be shorter than the renew deadline', path: ['retryPeriod'] });
@@ -84,6 +85,9 @@ const flagNames = {
   // The operator's own Deployment: gone or scaled to zero at shutdown means "going away", and its gates are lifted.
   operatorDeployment: ['operator-deployment', 'OPERATOR_DEPLOYMENT', 'csi-handover'],
   witnessNamespace: ['witness-namespace', 'WITNESS_NAMESPACE', 'csi-handover-witness'],
+  // How far a node's clock may be from the API server's and the operator's when the witness's instant is bounded
+  // (src/handover/witness-evidence.ts judgeEvidence).
+  witnessClockSkew: ['witness-clock-skew', 'WITNESS_CLOCK_SKEW', '1s'],
 } as const satisfies Record<keyof Config, readonly [string, string, string | undefined]>;
 
 /** Flags win over environment variables, which win over defaults. Throws a readable error on bad input. */

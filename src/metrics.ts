@@ -111,6 +111,17 @@ export function makeMetrics() {
     labelNames: ['result'] as const,
     registers: [registry],
   });
+  const witnessEvidenceRejected = new Counter({
+    name: 'csi_handover_witness_evidence_rejected_total',
+    help: "The node witness's evidence not taken as proof of death, by source (condition, report) and reason (judgeEvidence): the kubelet's report decides instead",
+    labelNames: ['source', 'reason'] as const,
+    registers: [registry],
+  });
+  const witnessPolicyInForce = new Gauge({
+    name: 'csi_handover_witness_policy_in_force',
+    help: "1 while the witness's admission policy and binding are in force as shipped and its ServiceAccount may attest: only then is its condition on a pod taken as evidence",
+    registers: [registry],
+  });
   const certRotations = new Counter({
     name: 'csi_handover_webhook_cert_rotations_total',
     help: 'Webhook certificate steps written (bootstrap, rotate-ca, rotate-serving)',
@@ -140,6 +151,8 @@ export function makeMetrics() {
     admissions,
     admissionDuration,
     witnessReports,
+    witnessEvidenceRejected,
+    witnessPolicyInForce,
     certRotations,
     apiRequests,
     handoverGap,

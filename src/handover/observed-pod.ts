@@ -1,7 +1,8 @@
 // What the operator remembers of a pod: its last observed object, kept as a tombstone after the object is
 // deleted, because a dead lease holder is usually proven dead only after its pod is gone.
 import type { V1Pod } from '@kubernetes/client-node';
-import { type WitnessEvidence, witnessEvidence } from './witness-evidence.js';
+import { parseKubeTime } from './kube-time.js';
+import type { WitnessEvidence } from './witness-evidence.js';
 
 export interface ObservedPod {
   /** Last observed object (for a tombstone: the object the deletion event carried). */
@@ -12,8 +13,15 @@ export interface ObservedPod {
   goneAt?: number;
   /** Grace period of a graceful deletion seen earlier (same uid): the kubelet's final delete rewrites it to 0, as a force deletion does. */
   gracefulDeletionSeconds?: number;
-  /** The node witness's report, sent straight to the operator (same uid): its condition on the pod may come later. */
+  /**
+   * On the API server's clock: when the earliest graceful deletion seen of this pod was asked for (its
+   * deletionTimestamp − grace). A later deletion with a shorter grace moves deletionTimestamp, not this.
+   */
+  deletionRequestedAt?: number;
+  /** The node witness's evidence (same uid), from its report or its condition, whichever was accepted first (judgeEvidence). */
   witnessed?: WitnessEvidence;
+  /** The witness condition's message last judged on this pod: a condition is judged once, when it first arrives. */
+  conditionJudged?: string;
 }
 
 /** `namespace/name`, as events, logs and metrics name a pod. */
@@ -42,15 +50,26 @@ export function gracefulDeletionSeconds(p: ObservedPod): number | undefined {
   return gracefulDeletionOf(p.pod) ?? (p.gracefulDeletionSeconds !== undefined && p.gracefulDeletionSeconds > 0 ? p.gracefulDeletionSeconds : undefined);
 }
 
-/** What earlier observations of the same pod told that its new version does not: a graceful deletion, a witness's report. */
+/** When this version's graceful deletion was asked for, on the API server's clock. */
+function deletionRequestOf(pod: V1Pod): number | undefined {
+  const grace = gracefulDeletionOf(pod);
+  const at = parseKubeTime(pod.metadata?.deletionTimestamp);
+  return grace === undefined || at === undefined ? undefined : at - grace * 1000;
+}
+
+/** What earlier observations of the same pod told that its new version does not: a graceful deletion, the witness's evidence. */
 function carried(observed: ObservedPod, previous: ObservedPod | undefined): ObservedPod {
   const grace = gracefulDeletionOf(observed.pod) ?? carriedGrace(previous, observed.pod);
   const samePod = previous !== undefined && previous.pod.metadata?.uid !== undefined && previous.pod.metadata.uid === observed.pod.metadata?.uid;
   const witnessed = samePod ? previous.witnessed : undefined;
+  const conditionJudged = samePod ? previous.conditionJudged : undefined;
+  const requests = [samePod ? previous.deletionRequestedAt : undefined, deletionRequestOf(observed.pod)].filter((t): t is number => t !== undefined);
   return {
     ...observed,
     ...(grace !== undefined ? { gracefulDeletionSeconds: grace } : {}),
+    ...(requests.length ? { deletionRequestedAt: Math.min(...requests) } : {}),
     ...(witnessed !== undefined ? { witnessed } : {}),
+    ...(conditionJudged !== undefined ? { conditionJudged } : {}),
   };
 }
 
@@ -64,12 +83,12 @@ export function observePodGone(previous: ObservedPod | undefined, lastPod: V1Pod
   return carried({ pod: lastPod, gone: true, goneAt: now }, previous);
 }
 
-/** The witness reported every container of the pod exited: remembered until the pod is forgotten. */
-export function observeWitnessReport(observed: ObservedPod, evidence: WitnessEvidence): ObservedPod {
-  return { ...observed, witnessed: evidence };
+/** The witness's evidence was accepted (judgeEvidence): remembered until the pod is forgotten; the first accepted stays. */
+export function observeWitnessEvidence(observed: ObservedPod, evidence: WitnessEvidence): ObservedPod {
+  return observed.witnessed ? observed : { ...observed, witnessed: evidence };
 }
 
-/** The witness's evidence on an observed pod: its report to the operator, else its condition on the pod. */
+/** The witness's accepted evidence on an observed pod, if any. A condition on the pod counts only once judged. */
 export function witnessOf(p: ObservedPod): WitnessEvidence | undefined {
-  return p.witnessed ?? witnessEvidence(p.pod);
+  return p.witnessed;
 }

@@ -19,6 +19,7 @@ import { DRIVER_LABEL } from '../api/names.js';
 import type { Config } from '../config.js';
 import { nodeForCache, podForCache } from '../handover/cached.js';
 import { WITNESS_SELECTOR } from '../handover/witness-evidence.js';
+import { type BindingObject, type PolicyObject, WITNESS_POLICY } from '../handover/witness-policy.js';
 import type { KubeHttp } from '../kube/http.js';
 import { Informer, type InformerOptions, type InformerView, unionOf, withoutManagedFields } from '../kube/informer.js';
 
@@ -39,6 +40,9 @@ export class Caches {
   readonly nodes: Informer<V1Node>;
   /** The node witness's pods (config/witness, a namespace of their own), if installed: where one is Ready, new pods need not wait for the release. */
   readonly witnesses: Informer<V1Pod>;
+  /** The witness's admission policy and its binding: its condition on a pod counts only while they are in force. */
+  readonly witnessPolicies: Informer<PolicyObject>;
+  readonly witnessPolicyBindings: Informer<BindingObject>;
   readonly webhookSecret: Informer<V1Secret> | undefined;
   /** Under OLM the configuration is OLM's, generated from the CSV under a name of its own: not watched, not kept. */
   readonly webhookConfiguration: Informer<V1MutatingWebhookConfiguration> | undefined;
@@ -70,6 +74,9 @@ export class Caches {
       { labelSelector: WITNESS_SELECTOR, transform: withoutManagedFields },
       false,
     );
+    const byName = { fieldSelector: `metadata.name=${WITNESS_POLICY}`, transform: withoutManagedFields };
+    this.witnessPolicies = make<PolicyObject>('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies', byName, false);
+    this.witnessPolicyBindings = make<BindingObject>('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', byName, false);
     this.webhookSecret =
       cfg.webhookPort > 0 ? make<V1Secret>(`/api/v1/namespaces/${ns}/secrets`, { fieldSelector: `metadata.name=${cfg.webhookSecret}` }) : undefined;
     this.webhookConfiguration =

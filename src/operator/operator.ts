@@ -10,6 +10,7 @@ import { HandoverController } from '../controller/handover/controller.js';
 import type { Part } from '../controller/part.js';
 import { WebhookController } from '../controller/webhook.js';
 import { WitnessReports } from '../controller/witness-reports.js';
+import { WitnessPolicyWatch } from '../controller/witness-policy.js';
 import { WITNESS_AUDIENCE } from '../handover/witness-report.js';
 import { TokenReviewer } from '../kube/token-review.js';
 import { HandoverReports, reportFromStatus } from '../handover/report.js';
@@ -33,6 +34,7 @@ const STEP_DOWN_TIMEOUT_MS = 5_000;
 export class Operator {
   private readonly caches: Caches;
   readonly handover: HandoverController;
+  private readonly witnessPolicy: WitnessPolicyWatch;
   private readonly webhookServer: WebhookServer | undefined;
   private readonly webhook: WebhookController | undefined;
   private readonly parts: Part[];
@@ -81,6 +83,18 @@ export class Operator {
       namespacesDescription: cfg.namespaces.length ? `namespaces ${cfg.namespaces.join(', ')}` : 'any namespace',
       operatorLogLevel: new OperatorLogLevel(log, cfg.logLevel),
     });
+    this.witnessPolicy = new WitnessPolicyWatch({
+      http,
+      log: log.child({ component: 'witness-policy' }),
+      metrics,
+      events,
+      policies: caches.witnessPolicies,
+      bindings: caches.witnessPolicyBindings,
+      witnesses,
+      witnessNamespace: cfg.witnessNamespace,
+      isLeader: () => this.leading,
+    });
+    const witnessPolicy = this.witnessPolicy;
     this.handover = new HandoverController({
       ...common,
       leases,
@@ -92,6 +106,8 @@ export class Operator {
       gateTimeoutMs: cfg.gateTimeout,
       earlyStart: cfg.earlyStart,
       witnessedNodes: () => witnessedNodes(witnesses.list(), nodes.list()),
+      witnessConditionTrust: () => witnessPolicy.current(),
+      witnessClockSkewMs: cfg.witnessClockSkew,
       reports,
       onReportChanged: (driver) => drivers.statusChanged(driver),
       onAdmissionScopeChanged: () => this.webhook?.scopeChanged(),
@@ -168,6 +184,7 @@ export class Operator {
 
   async start(): Promise<void> {
     this.caches.start();
+    this.witnessPolicy.start();
     await this.caches.waitForSync();
     this.log.info({ mode: this.cfg.mode }, 'caches synced');
     this.webhook?.loadCurrent();
@@ -230,6 +247,7 @@ export class Operator {
         this.log.warn({ err: String(err) }, 'releasing the operator lease failed; the standby will wait for it to expire');
       }
     }
+    this.witnessPolicy.stop();
     this.caches.stop();
   }
 

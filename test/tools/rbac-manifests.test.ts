@@ -37,6 +37,7 @@ const writes = (rules: Rule[]) =>
 
 describe('config/rbac', () => {
   it("grants cluster-wide no write to any driver's objects: only its CR status, its own reports, its own webhook configuration, access and token reviews", async () => {
+    // (A SubjectAccessReview writes nothing: it asks whether the witness may attest.)
     const objs = await objects();
     const bound = objs.filter((o) => o.kind === 'ClusterRoleBinding').map((b) => b.roleRef?.name);
     expect(bound).toEqual(['csi-handover']);
@@ -44,6 +45,7 @@ describe('config/rbac', () => {
     expect(writes(role?.rules ?? []).sort()).toEqual([
       'create authentication.k8s.io/tokenreviews',
       'create authorization.k8s.io/selfsubjectaccessreviews',
+      'create authorization.k8s.io/subjectaccessreviews',
       'create csi-handover.io/csihandoverreports',
       'delete csi-handover.io/csihandoverreports',
       'patch admissionregistration.k8s.io/mutatingwebhookconfigurations (csi-handover)',

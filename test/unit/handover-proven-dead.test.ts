@@ -33,6 +33,8 @@ interface Shape {
   gracefulDeletionSeconds?: number;
   /** The node witness's evidence: the node it names (the pod's own, 'ready', unless said otherwise). */
   witness?: string;
+  /** The witness's condition is on the pod but was never accepted (no policy in force, out of bounds, …). */
+  witnessUnjudged?: boolean;
 }
 
 function observed(s: Shape): ObservedPod {
@@ -65,6 +67,8 @@ function observed(s: Shape): ObservedPod {
     gone: s.gone ?? false,
     ...(s.gone ? { goneAt: T0 + 5_000 } : {}),
     ...(s.gracefulDeletionSeconds !== undefined ? { gracefulDeletionSeconds: s.gracefulDeletionSeconds } : {}),
+    // Evidence counts once accepted at intake (judgeEvidence); a condition alone is only what someone wrote.
+    ...(s.witness !== undefined && !s.witnessUnjudged ? { witnessed: { exitedBy: T0 + 250, node: s.witness } } : {}),
   };
 }
 
@@ -150,6 +154,11 @@ describe('provenDead', () => {
       'witness: gone after a graceful deletion it witnessed',
       { gone: true, deletionGrace: 30, containers: oneRunning, witness: 'ready' },
       'dead witness-saw-containers-exit',
+    ],
+    [
+      'witness: its condition on the pod, not accepted at intake (anyone with pods/status could have written it)',
+      { deletionGrace: 30, containers: oneRunning, witness: 'ready', witnessUnjudged: true },
+      'alive containers-running',
     ],
     ['witness: evidence naming another node', { deletionGrace: 30, containers: oneRunning, witness: 'other' }, 'alive containers-running'],
     ['witness: the pod is not being deleted', { containers: oneRunning, witness: 'ready' }, 'alive containers-running'],

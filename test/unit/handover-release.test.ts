@@ -52,7 +52,12 @@ const fresh: ObservedPod = { pod: pod('ctrl-new', 'u-new', 'running', false), go
 const witnessed = (exitedBy: string): ObservedPod => {
   const p = pod('ctrl-old', 'u-old', 'running', true);
   p.status = { ...p.status, conditions: [witnessCondition({ exitedBy: Date.parse(exitedBy), node: 'n1' }, 'test', NOW)] };
-  return { pod: p, gone: false };
+  return { pod: p, gone: false, witnessed: { exitedBy: Date.parse(exitedBy), node: 'n1' } };
+};
+/** The witness's condition on the pod, never accepted (judgeEvidence refused it, or no policy was in force). */
+const conditionOnly = (exitedBy: string): ObservedPod => {
+  const { witnessed: _, ...o } = witnessed(exitedBy);
+  return o;
 };
 /** The same, reported straight to the operator: no condition on the pod (yet). */
 const reported = (exitedBy: string, node = 'n1'): ObservedPod => ({
@@ -103,6 +108,12 @@ describe('decideRelease', () => {
       held(),
       [witnessed('2026-01-02T03:04:03.500Z'), fresh],
       'release csi/ctrl-old witness-saw-containers-exit',
+    ],
+    [
+      'a witness condition on the pod that was not accepted at intake: not evidence',
+      held(),
+      [conditionOnly('2026-01-02T03:04:03.500Z'), fresh],
+      'none holder-alive',
     ],
     [
       'witnessed, but renewed at the very instant the witness listed its cgroups: not covered',

@@ -8,33 +8,8 @@ import type { HandoverKey } from '../../src/controller/handover/deps.js';
 import { HandoverReports } from '../../src/handover/report.js';
 import type { EventRecorder } from '../../src/kube/events.js';
 import type { KubeHttp } from '../../src/kube/http.js';
-import { type Handler, type InformerEvent, type InformerView, keyOf } from '../../src/kube/informer.js';
 import type { Metrics } from '../../src/metrics.js';
-
-/** An informer cache fed by hand: updates the cache, then tells the handlers, as the real one does. */
-class FakeInformer<T extends V1Pod | V1Lease | V1Node> implements InformerView<T> {
-  private readonly cache = new Map<string, T>();
-  private readonly handlers: Record<InformerEvent, Handler<T>[]> = { add: [], update: [], delete: [] };
-  on(event: InformerEvent, handler: Handler<T>): this {
-    this.handlers[event].push(handler);
-    return this;
-  }
-  get(key: string): T | undefined {
-    return this.cache.get(key);
-  }
-  list(): T[] {
-    return [...this.cache.values()];
-  }
-  put(obj: T): void {
-    const old = this.cache.get(keyOf(obj));
-    this.cache.set(keyOf(obj), obj);
-    for (const h of this.handlers[old ? 'update' : 'add']) h(obj, old);
-  }
-  remove(obj: T): void {
-    this.cache.delete(keyOf(obj));
-    for (const h of this.handlers.delete) h(obj);
-  }
-}
+import { FakeInformer } from './fake-informer.js';
 
 const lease = (ns: string, name: string, holderIdentity: string): V1Lease => ({
   metadata: { namespace: ns, name, resourceVersion: holderIdentity },
@@ -73,6 +48,8 @@ function setup() {
     gateTimeoutMs: 60_000,
     earlyStart: false,
     witnessedNodes: () => new Set(),
+    witnessConditionTrust: () => ({ trusted: true }),
+    witnessClockSkewMs: 1_000,
     reports: new HandoverReports(() => undefined),
     onReportChanged: () => undefined,
     now: () => 0,

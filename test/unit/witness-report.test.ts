@@ -2,7 +2,7 @@
 // Ready witness pod and its node), what it may say, and that the operator keeps it for that pod only.
 import type { V1Node, V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { observePod, observePodGone, observeWitnessReport, witnessOf } from '../../src/handover/observed-pod.js';
+import { observePod, observePodGone, observeWitnessEvidence, witnessOf } from '../../src/handover/observed-pod.js';
 import { mayBeWitnessToken, reportEvidence, reportSender, WITNESS_AUDIENCE, WitnessReport } from '../../src/handover/witness-report.js';
 import type { TokenReviewStatus } from '../../src/kube/token-review.js';
 import { replicaTargets } from '../../src/witness/report.js';
@@ -115,7 +115,7 @@ describe('a report kept on the observed pod', () => {
   const evidence = { exitedBy: 1_000, node: 'n1' };
 
   it('outlives later versions and the deletion of the same pod, not a re-created namesake', () => {
-    const reportedOn = observeWitnessReport(observePod(undefined, pod('u1')), evidence);
+    const reportedOn = observeWitnessEvidence(observePod(undefined, pod('u1')), evidence);
     expect(witnessOf(observePod(reportedOn, pod('u1')))).toEqual(evidence);
     expect(witnessOf(observePodGone(reportedOn, pod('u1'), 5))).toEqual(evidence);
     expect(witnessOf(observePod(reportedOn, pod('u2')))).toBeUndefined();

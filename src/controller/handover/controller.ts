@@ -7,7 +7,8 @@ import { podIdentity } from '../../handover/holder.js';
 import { handoverPendingFor } from '../../handover/pending.js';
 import { planLease, planOperatorLeaving, planOrphanGate, planWorkload, startsUngated } from '../../handover/plan.js';
 import { workloadRef } from '../../handover/snapshot.js';
-import type { WitnessEvidence } from '../../handover/witness-evidence.js';
+import type { EvidenceSource, EvidenceVerdict, WitnessEvidence } from '../../handover/witness-evidence.js';
+import { podRef } from '../../handover/observed-pod.js';
 import type { ReconcileResult, WorkQueue } from '../../kube/workqueue.js';
 import type { Part } from '../part.js';
 import { controllerQueue } from '../queue.js';
@@ -32,7 +33,10 @@ export class HandoverController implements Part {
   private active = false;
 
   constructor(private readonly d: HandoverDeps) {
-    const world = (this.world = new ObservedWorld(d));
+    const world = (this.world = new ObservedWorld({
+      ...d,
+      evidenceContext: () => ({ witnessedNodes: d.witnessedNodes(), conditionTrust: d.witnessConditionTrust(), clockSkewMs: d.witnessClockSkewMs }),
+    }));
     this.writes = new HandoverWrites({ ...d, cachedPod: (key) => d.pods.get(key) });
     this.reporting = new HandoverReporting({ ...d, world });
     this.early = new EarlyStarts({ ...d, enabled: d.earlyStart, stopSeenAt: (uid) => this.reporting.stopSeenAt(uid) });
@@ -71,11 +75,30 @@ export class HandoverController implements Part {
    * The witness of `evidence.node` (its token reviewed, src/controller/witness-reports.ts) saw every container of
    * pod `uid` exit. Every replica keeps it (a new leader needs it as much); the pod's leases and workload are looked at.
    */
-  witnessReported(uid: string, evidence: WitnessEvidence): { accepted: true } | { accepted: false; reason: string } {
-    const r = this.world.witnessReported(uid, evidence);
-    if ('refused' in r) return { accepted: false, reason: r.refused };
+  witnessReported(uid: string, evidence: WitnessEvidence, receivedAt = this.d.now()): { accepted: true } | { accepted: false; reason: string } {
+    const r = this.world.witnessReported(uid, evidence, receivedAt);
+    if ('refused' in r) {
+      const pod = this.world.pod(uid)?.pod;
+      if (r.verdict && !r.verdict.accepted && pod) this.evidenceRejected(pod, 'report', r.verdict);
+      return { accepted: false, reason: r.refused };
+    }
     this.route(r.pod);
     return { accepted: true };
+  }
+
+  /** Evidence that does not stand: counted by every replica, told by the leader; the kubelet's report decides instead. */
+  private evidenceRejected(pod: V1Pod, source: EvidenceSource, verdict: Extract<EvidenceVerdict, { accepted: false }>): void {
+    this.d.metrics.witnessEvidenceRejected.inc({ source, reason: verdict.reason });
+    const message = `the node witness's ${source} on ${podRef(pod)} is not taken as proof of death (${verdict.reason}): ${verdict.message}; the kubelet's report decides`;
+    this.d.log.warn({ pod: podRef(pod), source, reason: verdict.reason }, message);
+    if (!this.active) return;
+    const m = pod.metadata;
+    void this.d.events.emit(
+      { apiVersion: 'v1', kind: 'Pod', namespace: m?.namespace, name: m?.name ?? '', uid: m?.uid },
+      'Warning',
+      'WitnessEvidenceRejected',
+      message,
+    );
   }
 
   /**
@@ -101,7 +124,8 @@ export class HandoverController implements Part {
   }
 
   private readonly podSeen = (pod: V1Pod): void => {
-    const { previous, observed } = this.world.podSeen(pod);
+    const { previous, observed, judged } = this.world.podSeen(pod);
+    if (judged && !judged.accepted) this.evidenceRejected(pod, 'condition', judged);
     const s = this.world.snapshot();
     this.early.podSeen(pod, previous, () => handoverPendingFor(s, pod));
     this.writes.seen({ pod });

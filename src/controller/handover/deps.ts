@@ -24,6 +24,10 @@ export interface HandoverDeps {
   earlyStart: boolean;
   /** Nodes where a node witness runs Ready: its evidence releases a leader there within ~0.1 s of its exit. */
   witnessedNodes: () => ReadonlySet<string>;
+  /** Whether the witness's condition on a pod can have been written by the witness only (its admission policy in force). */
+  witnessConditionTrust: () => { trusted: true } | { trusted: false; why: string };
+  /** The clock skew allowed between a node, the API server and the operator when the witness's instant is bounded. */
+  witnessClockSkewMs: number;
   reports: HandoverReports;
   /** A driver's handover report changed: its status needs an apply. */
   onReportChanged: (driver: string) => void;

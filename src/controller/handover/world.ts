@@ -4,8 +4,16 @@ import type { V1Deployment, V1Lease, V1Node, V1Pod } from '@kubernetes/client-no
 import type { Clock } from '../../clock.js';
 import { readinessChanged } from '../../handover/cached.js';
 import { LeaseHolderIndex } from '../../handover/lease-holder-index.js';
-import { type ObservedPod, observePod, observePodGone, observeWitnessReport } from '../../handover/observed-pod.js';
-import type { WitnessEvidence } from '../../handover/witness-evidence.js';
+import { type ObservedPod, observePod, observePodGone, observeWitnessEvidence } from '../../handover/observed-pod.js';
+import {
+  CONTAINERS_EXITED,
+  type EvidenceContext,
+  type EvidenceSource,
+  type EvidenceVerdict,
+  judgeEvidence,
+  type WitnessEvidence,
+  witnessEvidence,
+} from '../../handover/witness-evidence.js';
 import { ObservedPods } from '../../handover/observed-pods.js';
 import { HandoverSnapshot } from '../../handover/snapshot.js';
 import { type InformerView, keyOf } from '../../kube/informer.js';
@@ -22,7 +30,16 @@ export class ObservedWorld {
   private readonly nodes = new Map<string, V1Node>();
 
   /** Seeded with the caches' leases and nodes; pods come with their events. */
-  constructor(private readonly d: { leases: InformerView<V1Lease>; nodes: InformerView<V1Node>; deployments: () => V1Deployment[]; now: Clock }) {
+  constructor(
+    private readonly d: {
+      leases: InformerView<V1Lease>;
+      nodes: InformerView<V1Node>;
+      deployments: () => V1Deployment[];
+      now: Clock;
+      /** What the witness's evidence is judged against, but for when it arrived. */
+      evidenceContext: () => Omit<EvidenceContext, 'receivedAt'>;
+    },
+  ) {
     for (const l of d.leases.list()) this.leaseSeen(l);
     for (const n of d.nodes.list()) this.nodeSeen(n);
   }
@@ -45,13 +62,26 @@ export class ObservedWorld {
     return this.pods.get(uid);
   }
 
-  /** A new version of a pod: what it tells, added to what its earlier versions told. Returns the previous observation. */
-  podSeen(pod: V1Pod): { previous?: ObservedPod; observed: ObservedPod } {
+  /**
+   * A new version of a pod: what it tells, added to what its earlier versions told. A witness condition it carries
+   * for the first time is judged now (`judged`). Returns the previous observation too.
+   */
+  podSeen(pod: V1Pod): { previous?: ObservedPod; observed: ObservedPod; judged?: EvidenceVerdict } {
     const uid = uidOf(pod);
     const previous = this.pods.get(uid);
-    const observed = observePod(previous, pod);
+    let observed = observePod(previous, pod);
+    const condition = pod.status?.conditions?.find((c) => c.type === CONTAINERS_EXITED);
+    let judged: EvidenceVerdict | undefined;
+    if (condition && condition.message !== observed.conditionJudged) {
+      observed = { ...observed, conditionJudged: condition.message ?? '' };
+      const evidence = witnessEvidence(pod);
+      judged = evidence
+        ? this.judge(observed, evidence, 'condition', this.d.now())
+        : { accepted: false, reason: 'malformed', message: `its condition ${CONTAINERS_EXITED} does not read as the witness writes it` };
+      if (judged.accepted) observed = observeWitnessEvidence(observed, judged.evidence);
+    }
     this.pods.set(uid, observed);
-    return { previous, observed };
+    return { previous, observed, judged };
   }
 
   /** The pod object is gone: kept as a tombstone for TOMBSTONE_TTL_MS. Returns the cutoff older tombstones were dropped at. */
@@ -63,13 +93,23 @@ export class ObservedWorld {
     return cutoff;
   }
 
-  /** The witness of `evidence.node` reported pod `uid`'s containers exited: kept only for a pod observed on that node. */
-  witnessReported(uid: string, evidence: WitnessEvidence): { pod: V1Pod } | { refused: string } {
+  /**
+   * The witness of `evidence.node` (its token reviewed) reported pod `uid`'s containers exited, the report arriving
+   * at `receivedAt`: kept only if it stands (judgeEvidence) for a pod observed in a graceful deletion on that node.
+   */
+  witnessReported(uid: string, evidence: WitnessEvidence, receivedAt: number): { pod: V1Pod } | { refused: string; verdict?: EvidenceVerdict } {
     const o = this.pods.get(uid);
     if (!o) return { refused: `no pod with uid ${uid} is observed` };
     if (o.pod.spec?.nodeName !== evidence.node) return { refused: `pod ${uid} runs on ${o.pod.spec?.nodeName ?? 'no node'}, not ${evidence.node}` };
-    this.pods.set(uid, observeWitnessReport(o, evidence));
+    const verdict = this.judge(o, evidence, 'report', receivedAt);
+    if (!verdict.accepted) return { refused: verdict.message, verdict };
+    this.pods.set(uid, observeWitnessEvidence(o, verdict.evidence));
     return { pod: o.pod };
+  }
+
+  private judge(o: ObservedPod, e: WitnessEvidence, source: EvidenceSource, receivedAt: number): EvidenceVerdict {
+    const pod = { nodeName: o.pod.spec?.nodeName, deletionRequestedAt: o.deletionRequestedAt };
+    return judgeEvidence(e, source, pod, { ...this.d.evidenceContext(), receivedAt });
   }
 
   podsOnNode(node: string | undefined): ObservedPod[] {
