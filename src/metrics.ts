@@ -107,7 +107,7 @@ export function makeMetrics() {
   });
   const witnessReports = new Counter({
     name: 'csi_handover_witness_reports_total',
-    help: "The node witness's reports sent straight to this replica, by result (accepted, hello, unauthenticated, forbidden, invalid, unknown-pod, error)",
+    help: "The node witness's reports sent straight to this replica, by result (accepted, hello, unauthenticated, forbidden, invalid, unknown-pod, throttled, error)",
     labelNames: ['result'] as const,
     registers: [registry],
   });

@@ -42,18 +42,29 @@ export function reportSender(review: TokenReviewStatus, witnessNamespace: string
   const username = review.user?.username ?? '';
   if (!username.startsWith(`system:serviceaccount:${witnessNamespace}:`))
     return { ok: false, code: 403, reason: `${username || 'an unnamed user'} is not a ServiceAccount of the witness namespace ${witnessNamespace}` };
-  const uid = review.user?.extra?.[POD_UID]?.[0];
+  const bound = { podUid: review.user?.extra?.[POD_UID]?.[0], username, node: review.user?.extra?.[NODE_NAME]?.[0] };
+  const v = witnessBoundTo(bound, witnessNamespace, witnessPods, nodes);
+  return v.ok ? { ok: true, node: v.node, witness: v.witness } : v;
+}
+
+/** The Ready witness pod a token is bound to (`podUid`, its ServiceAccount `username`, its node claim if any), and its node. */
+function witnessBoundTo(
+  bound: { podUid: string | undefined; username: string; node: string | undefined },
+  witnessNamespace: string,
+  witnessPods: readonly V1Pod[],
+  nodes: readonly V1Node[],
+): ClaimedWitness {
+  const uid = bound.podUid;
   if (!uid) return { ok: false, code: 403, reason: 'the token is not bound to a pod' };
   const pod = witnessPods.find((p) => p.metadata?.uid === uid);
   if (!pod) return { ok: false, code: 403, reason: `the token's pod (uid ${uid}) is not a witness pod` };
   const ref = `${pod.metadata?.namespace ?? ''}/${pod.metadata?.name ?? ''}`;
-  if (username !== `system:serviceaccount:${witnessNamespace}:${pod.spec?.serviceAccountName ?? 'default'}`)
-    return { ok: false, code: 403, reason: `${username} is not the ServiceAccount of ${ref}` };
+  if (bound.username !== `system:serviceaccount:${witnessNamespace}:${pod.spec?.serviceAccountName ?? 'default'}`)
+    return { ok: false, code: 403, reason: `${bound.username} is not the ServiceAccount of ${ref}` };
   const node = pod.spec?.nodeName ?? '';
   if (!witnessedNodes([pod], nodes).has(node)) return { ok: false, code: 403, reason: `${ref} is not a Ready witness on a Ready node` };
-  const claimed = review.user?.extra?.[NODE_NAME]?.[0];
-  if (claimed !== undefined && claimed !== node) return { ok: false, code: 403, reason: `the token names node ${claimed}, ${ref} runs on ${node}` };
-  return { ok: true, node, witness: ref };
+  if (bound.node !== undefined && bound.node !== node) return { ok: false, code: 403, reason: `the token names node ${bound.node}, ${ref} runs on ${node}` };
+  return { ok: true, podUid: uid, node, witness: ref };
 }
 
 /** The evidence a report from a witness on `senderNode` carries; a report about another node's pod is refused. */
@@ -64,19 +75,56 @@ export function reportEvidence(report: WitnessReport, senderNode: string): { ok:
   return { ok: true, evidence: { exitedBy, node: senderNode } };
 }
 
+/** What a projected ServiceAccount token says of itself, unverified: anyone can write these. */
+const TokenClaims = z.object({
+  aud: z.union([z.string(), z.array(z.string())]).optional(),
+  sub: z.string().optional(),
+  /** Seconds since the epoch. */
+  exp: z.number().optional(),
+  'kubernetes.io': z
+    .object({
+      pod: z.object({ uid: z.string() }).optional(),
+      node: z.object({ name: z.string() }).optional(),
+    })
+    .optional(),
+});
+type TokenClaims = z.infer<typeof TokenClaims>;
+
+function unverifiedClaims(token: string): TokenClaims | undefined {
+  const payload = token.split('.')[1];
+  if (!payload) return undefined;
+  try {
+    const parsed = TokenClaims.safeParse(JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')));
+    return parsed.success ? parsed.data : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const forWitnessNamespace = (claims: TokenClaims, witnessNamespace: string): boolean =>
+  [claims.aud].flat().includes(WITNESS_AUDIENCE) && (claims.sub ?? '').startsWith(`system:serviceaccount:${witnessNamespace}:`);
+
 /**
  * Whether a bearer token could be a witness's at all, read from its unverified claims: a JWT for our audience with
- * a ServiceAccount of the witness namespace as subject. Anything else is refused without asking the API server,
- * so junk sent to the replicas' port costs no TokenReview. The API server's review still decides.
+ * a ServiceAccount of the witness namespace as subject. The API server's review still decides.
  */
 export function mayBeWitnessToken(token: string, witnessNamespace: string): boolean {
-  const payload = token.split('.')[1];
-  if (!payload) return false;
-  try {
-    const claims = JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { aud?: unknown; sub?: unknown };
-    const aud = Array.isArray(claims.aud) ? claims.aud : [claims.aud];
-    return aud.includes(WITNESS_AUDIENCE) && typeof claims.sub === 'string' && claims.sub.startsWith(`system:serviceaccount:${witnessNamespace}:`);
-  } catch {
-    return false;
-  }
+  const claims = unverifiedClaims(token);
+  return claims !== undefined && forWitnessNamespace(claims, witnessNamespace);
+}
+
+export type ClaimedWitness = { ok: true; podUid: string; node: string; witness: string } | { ok: false; code: 401 | 403; reason: string };
+
+/**
+ * The witness pod a token says it is bound to, read from its unverified claims and held to the same rules as a
+ * reviewed token (reportSender), not yet expired at `now`. Only a pre-filter: so that junk sent to the replicas'
+ * port costs no TokenReview, and so the reviews can be counted per witness pod. The API server's review decides.
+ */
+export function claimedWitness(token: string, witnessNamespace: string, witnessPods: readonly V1Pod[], nodes: readonly V1Node[], now: number): ClaimedWitness {
+  const claims = unverifiedClaims(token);
+  if (!claims || !forWitnessNamespace(claims, witnessNamespace))
+    return { ok: false, code: 401, reason: `not a token of the witness namespace for audience ${WITNESS_AUDIENCE}` };
+  if (claims.exp === undefined || claims.exp * 1000 <= now) return { ok: false, code: 401, reason: 'the token has expired (or says no expiry)' };
+  const bound = claims['kubernetes.io'];
+  return witnessBoundTo({ podUid: bound?.pod?.uid, username: claims.sub ?? '', node: bound?.node?.name }, witnessNamespace, witnessPods, nodes);
 }

@@ -126,6 +126,7 @@ export class Operator {
         witnesses,
         nodes,
         handover,
+        now: systemClock,
         log: log.child({ component: 'witness-reports' }),
         metrics,
       });
