@@ -104,15 +104,6 @@ function unverifiedClaims(token: string): TokenClaims | undefined {
 const forWitnessNamespace = (claims: TokenClaims, witnessNamespace: string): boolean =>
   [claims.aud].flat().includes(WITNESS_AUDIENCE) && (claims.sub ?? '').startsWith(`system:serviceaccount:${witnessNamespace}:`);
 
-/**
- * Whether a bearer token could be a witness's at all, read from its unverified claims: a JWT for our audience with
- * a ServiceAccount of the witness namespace as subject. The API server's review still decides.
- */
-export function mayBeWitnessToken(token: string, witnessNamespace: string): boolean {
-  const claims = unverifiedClaims(token);
-  return claims !== undefined && forWitnessNamespace(claims, witnessNamespace);
-}
-
 export type ClaimedWitness = { ok: true; podUid: string; node: string; witness: string } | { ok: false; code: 401 | 403; reason: string };
 
 /**

@@ -254,8 +254,16 @@ describe('node witness', () => {
       expect(await send(undefined, report('node-1'))).toMatch(/^401: no bearer token/);
       // The witness's ordinary token is the API server's audience: no good here (nor is ours any good there).
       expect(await send(await tokenOf('node-1'), report('node-1'))).toMatch(/^401: not a token of the witness namespace for audience/);
-      // Claims that look right, signed by nobody: the API server's review refuses it.
-      const forged = `e30.${Buffer.from(JSON.stringify({ aud: [WITNESS_AUDIENCE], sub: `system:serviceaccount:${WITNESS_NS}:csi-handover-witness` })).toString('base64url')}.x`;
+      // Claims that look right, naming the real witness pod of node-1, signed by nobody: they pass the checks that
+      // need no API call, and the API server's review refuses the token.
+      const witness1 = (await witnessPods()).find((p) => p.spec?.nodeName === 'node-1');
+      const claims = {
+        aud: [WITNESS_AUDIENCE],
+        sub: `system:serviceaccount:${WITNESS_NS}:csi-handover-witness`,
+        exp: Math.floor(Date.now() / 1000) + 600,
+        'kubernetes.io': { namespace: WITNESS_NS, pod: { name: witness1?.metadata?.name, uid: witness1?.metadata?.uid }, node: { name: 'node-1' } },
+      };
+      const forged = `e30.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.x`;
       expect(await send(forged, report('node-1'))).toMatch(/^401: token not authenticated/);
       expect(await send(await tokenOf('node-2', WITNESS_AUDIENCE), report('node-1'))).toMatch(/^403: the witness on node-2 reported for node node-1/);
       expect(await send(await tokenOf('node-2', WITNESS_AUDIENCE), report('node-2'))).toMatch(/^409: pod .* runs on node-1, not node-2/);

@@ -1,0 +1,273 @@
+// Death evidence only the witness can give, tried as an attacker would on real nodes. The leader's csi-attacher
+// keeps running and renewing its Lease through a 25 s preStop after its pod is deleted; meanwhile someone writes
+// the witness's condition on the pod, or sends the operator a report: a ServiceAccount that may only patch
+// pods/status, a pod of another namespace's "witness", the real witness's own token with an impossible time, a
+// flood of junk tokens. Whatever is written, no Lease may be released before the old leader's last process exits
+// (the node's own record), and each refusal is the operator's or the API server's, as each case says.
+import type { V1Pod } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeLogger } from '../../src/log.js';
+import { KubeApiError } from '../../src/kube/errors.js';
+import { PatchType } from '../../src/kube/http.js';
+import { witnessCondition } from '../../src/handover/witness-evidence.js';
+import { WITNESS_AUDIENCE } from '../../src/handover/witness-report.js';
+import { LeaseRecorder } from '../../hack/bench/recorder.js';
+import { clusterHttp, deploySample, kubectl, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import {
+  installOperator,
+  installWitness,
+  operatorMetric,
+  setOperatorMode,
+  setSampleCrLevel,
+  settledSampleLeader,
+  WITNESS_NAMESPACE,
+} from '../../hack/lib/operator.js';
+import { waitRolloutComplete } from '../../hack/lib/rollout.js';
+import { clientWithToken, podBoundToken, sendWitnessReport, witnessPods, witnessToken } from '../../hack/lib/witness.js';
+
+const http = clusterHttp();
+const log = makeLogger('test', 'warn');
+const leases = Object.values(SAMPLE_LEASES);
+const PRESTOP_S = 25;
+const FORGER = 'evidence-forger';
+const OTHER_NS = 'witness-elsewhere';
+const GRANT = '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/csi-handover-witness';
+
+const rejected = (source: string, reason: string) =>
+  operatorMetric(http, `csi_handover_witness_evidence_rejected_total{source="${source}",reason="${reason}"}`);
+const inForce = () => operatorMetric(http, 'csi_handover_witness_policy_in_force');
+const podPath = (p: V1Pod) => `/api/v1/namespaces/${p.metadata?.namespace ?? ''}/pods/${p.metadata?.name ?? ''}`;
+const evidence = (node: string, exitedBy: number) => ({ status: { conditions: [witnessCondition({ exitedBy, node }, 'written by the test', Date.now())] } });
+const answer = (p: Promise<unknown>) =>
+  p.then(
+    () => 'written',
+    (err: unknown) => (err instanceof KubeApiError ? `${err.status}: ${err.message}` : String(err)),
+  );
+
+/** A token of a ServiceAccount that may get and patch pods/status in the driver's namespace, and nothing else. */
+async function forgerToken(): Promise<string> {
+  await kubectl('-n', NS, 'create', 'serviceaccount', FORGER).catch(() => undefined);
+  await kubectl('-n', NS, 'create', 'role', FORGER, '--verb=get,patch,update', '--resource=pods/status').catch(() => undefined);
+  await kubectl('-n', NS, 'create', 'rolebinding', FORGER, `--role=${FORGER}`, `--serviceaccount=${NS}:${FORGER}`).catch(() => undefined);
+  return (await kubectl('-n', NS, 'create', 'token', FORGER)).trim();
+}
+
+/** When the node saw container `container` of `pod` exit. */
+async function exitOf(pod: string, container: string): Promise<number> {
+  const exits = (await nodeEvents()).filter((e) => e.pod === pod && e.container === container && e.event === 'container-exited');
+  expect(exits.length, `${container} of ${pod} exited`).toBeGreaterThan(0);
+  return Math.max(...exits.map((e) => Date.parse(e.t)));
+}
+
+/**
+ * Deletes the settled leader and, while its csi-attacher runs through its preStop, calls `meddle`; then waits for
+ * the new pod to hold every lease. Every lease must change holder only after the old leader's last process exited.
+ */
+async function deleteLeaderWhile(meddle: (leader: V1Pod, deletedAt: number) => Promise<void>): Promise<void> {
+  const leader = await settledSampleLeader(http);
+  const name = leader.metadata?.name ?? '';
+  const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+  await recorder.start();
+  let deletedAt = 0;
+  try {
+    await http.request('DELETE', podPath(leader));
+    deletedAt = Date.now();
+    await meddle(leader, deletedAt);
+    const after = await waitFor('a new pod', 120_000, async () => {
+      const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
+      return pods.some((p) => p.metadata?.name === name) ? undefined : pods;
+    });
+    await recorder.waitSeenHeldBy(after, 120_000);
+  } finally {
+    recorder.stop();
+  }
+  // The preStop held the old attacher: the case tried something while it still ran and renewed.
+  expect((await exitOf(name, 'csi-attacher')) - deletedAt).toBeGreaterThan((PRESTOP_S - 3) * 1000);
+  // Each lease changes holder only after the process that held it exited (each sidecar holds its own; the
+  // operator's release waits for every container of the pod, a sidecar's own release on exit for itself).
+  for (const [container, lease] of Object.entries(SAMPLE_LEASES)) {
+    const exitedAt = await exitOf(name, container);
+    const moved = recorder.observations.find((o) => o.lease === lease && o.t > deletedAt && o.holder !== name);
+    expect(moved, `${lease} changed holder`).toBeDefined();
+    expect(moved?.t ?? 0, `${lease} left ${name} only after its ${container} exited (${(moved?.t ?? 0) - exitedAt} ms after)`).toBeGreaterThanOrEqual(exitedAt);
+  }
+}
+
+beforeAll(async () => {
+  await installOperator(http);
+  await setOperatorMode(http, 'standalone');
+  await deploySample('upstream-1replica');
+  // The attacher keeps running, renewing its Lease, for 25 s after its pod is deleted.
+  await http.patch(
+    `/apis/apps/v1/namespaces/${NS}/deployments/${SAMPLE_DEPLOYMENT}`,
+    { spec: { template: { spec: { containers: [{ name: 'csi-attacher', lifecycle: { preStop: { sleep: { seconds: PRESTOP_S } } } }] } } } },
+    PatchType.strategic,
+  );
+  await setSampleCrLevel(http, 'Debug');
+  await installWitness(http);
+  await waitFor('the witness policy in force', 90_000, async () => (await inForce()) === 1, 500);
+  await settledSampleLeader(http);
+}, 600_000);
+
+afterAll(async () => {
+  await kubectl('apply', '-f', 'config/witness/admission_policy.yaml').catch(() => undefined);
+  await kubectl('apply', '-f', 'config/witness/rbac.yaml').catch(() => undefined);
+  await kubectl('delete', 'namespace', OTHER_NS, '--ignore-not-found', '--wait=false').catch(() => undefined);
+  await kubectl('-n', NS, 'delete', 'serviceaccount,role,rolebinding', FORGER, '--ignore-not-found').catch(() => undefined);
+  // The sample without the preStop, for the files after this one (an apply of the overlay keeps a field it never set).
+  await http
+    .patch(
+      `/apis/apps/v1/namespaces/${NS}/deployments/${SAMPLE_DEPLOYMENT}`,
+      { spec: { template: { spec: { containers: [{ name: 'csi-attacher', lifecycle: null }] } } } },
+      PatchType.strategic,
+    )
+    .catch(() => undefined);
+  await settledSampleLeader(http).catch(() => undefined);
+});
+
+describe("the witness's condition, written by someone else", () => {
+  it('a ServiceAccount that may patch pods/status: the API server refuses its condition, dated in 2099 or just after the deletion', async () => {
+    const forger = clientWithToken(await forgerToken());
+    await deleteLeaderWhile(async (leader, deletedAt) => {
+      const node = leader.spec?.nodeName ?? '';
+      for (const exitedBy of [Date.parse('2099-01-01T00:00:00Z'), deletedAt + 1_000]) {
+        expect(await answer(forger.patch(`${podPath(leader)}/status`, evidence(node, exitedBy), PatchType.strategic))).toMatch(
+          /^403: .*only the node witness writes csi-handover.io\/containers-exited/,
+        );
+      }
+    });
+  });
+
+  it('no policy installed: the condition is written, and the operator does not take it', async () => {
+    const forger = clientWithToken(await forgerToken());
+    await kubectl('delete', 'validatingadmissionpolicybinding,validatingadmissionpolicy', 'csi-handover-witness');
+    await waitFor('the operator to see the policy gone', 30_000, async () => (await inForce()) === 0, 200);
+    // The API server drops a deleted policy a moment later: until then it still refuses (a dry run tells).
+    const probe = await settledSampleLeader(http);
+    await waitFor('the API server to stop enforcing the policy', 30_000, async () =>
+      forger.patch(`${podPath(probe)}/status`, evidence(probe.spec?.nodeName ?? '', Date.now()), PatchType.strategic, { dryRun: 'All' }).then(
+        () => true,
+        () => false,
+      ),
+    );
+    const before = await rejected('condition', 'policy-not-in-force');
+    try {
+      await deleteLeaderWhile(async (leader, deletedAt) => {
+        expect(await answer(forger.patch(`${podPath(leader)}/status`, evidence(leader.spec?.nodeName ?? '', deletedAt + 1_000), PatchType.strategic))).toBe(
+          'written',
+        );
+        await waitFor('the operator to refuse the condition', 10_000, async () => (await rejected('condition', 'policy-not-in-force')) > before, 200);
+      });
+    } finally {
+      await kubectl('apply', '-f', 'config/witness/admission_policy.yaml');
+      await waitFor('the policy in force again', 90_000, async () => (await inForce()) === 1, 500);
+    }
+  });
+
+  it("the grant bound for another namespace's witness: that namespace's pod writes the condition, and the operator does not take it", async () => {
+    // As if config/witness had been installed for a witness in another namespace: the grant to attest names it.
+    await kubectl('create', 'namespace', OTHER_NS).catch(() => undefined);
+    await kubectl('-n', OTHER_NS, 'create', 'serviceaccount', 'csi-handover-witness').catch(() => undefined);
+    await http.patch(GRANT, { subjects: [{ kind: 'ServiceAccount', name: 'csi-handover-witness', namespace: OTHER_NS }] }, PatchType.merge);
+    await waitFor('the operator to see the grant elsewhere', 90_000, async () => (await inForce()) === 0, 500);
+    const before = await rejected('condition', 'policy-not-in-force');
+    try {
+      await deleteLeaderWhile(async (leader, deletedAt) => {
+        const node = leader.spec?.nodeName ?? '';
+        await http.request('POST', `/api/v1/namespaces/${OTHER_NS}/pods`, {
+          body: {
+            metadata: { name: 'elsewhere' },
+            spec: { nodeName: node, serviceAccountName: 'csi-handover-witness', containers: [{ name: 'c', image: 'registry.k8s.io/pause:3.10.2' }] },
+          },
+        });
+        const other = clientWithToken(await podBoundToken(OTHER_NS, 'csi-handover-witness', 'elsewhere'));
+        expect(await answer(other.patch(`${podPath(leader)}/status`, evidence(node, deletedAt + 1_000), PatchType.strategic))).toBe('written');
+        await waitFor('the operator to refuse the condition', 10_000, async () => (await rejected('condition', 'policy-not-in-force')) > before, 200);
+      });
+    } finally {
+      await kubectl('apply', '-f', 'config/witness/rbac.yaml');
+      await waitFor('the policy in force again', 120_000, async () => (await inForce()) === 1, 500);
+    }
+  });
+});
+
+describe("the real witness's token, with an impossible time", () => {
+  it('a report or a condition dated in 2099, or before the deletion: written or answered, never taken', async () => {
+    const reportsBefore = await rejected('report', 'dated-after-receipt');
+    const earlyBefore = await rejected('report', 'dated-before-deletion');
+    const conditionsBefore = await rejected('condition', 'dated-after-receipt');
+    await deleteLeaderWhile(async (leader, deletedAt) => {
+      const node = leader.spec?.nodeName ?? '';
+      const report = (exitedBy: number) => ({
+        namespace: NS,
+        name: leader.metadata?.name,
+        uid: leader.metadata?.uid,
+        node,
+        exitedBy: new Date(exitedBy).toISOString(),
+        detail: 'test',
+      });
+      const token = await witnessToken(http, node, WITNESS_AUDIENCE);
+      // Until the operator has seen the deletion, a report is refused for that; then for its time.
+      const far = await waitFor('the report answered for its time', 10_000, async () => {
+        const a = await sendWitnessReport(http, token, report(Date.parse('2099-01-01T00:00:00Z')));
+        return /no graceful deletion/.test(a) ? undefined : a;
+      });
+      expect(far).toMatch(/^409: .*after it arrived/);
+      expect(await sendWitnessReport(http, token, report(deletedAt - 60_000))).toMatch(/^409: .*before the deletion was asked for/);
+      // The same time as a condition, with the witness's own token for the API server: the policy lets it write.
+      const asWitness = clientWithToken(await witnessToken(http, node));
+      expect(await answer(asWitness.patch(`${podPath(leader)}/status`, evidence(node, Date.parse('2099-01-01T00:00:00Z')), PatchType.strategic))).toBe(
+        'written',
+      );
+      await waitFor('the operator to refuse the condition', 10_000, async () => (await rejected('condition', 'dated-after-receipt')) > conditionsBefore, 200);
+    });
+    expect(await rejected('report', 'dated-after-receipt')).toBeGreaterThan(reportsBefore);
+    expect(await rejected('report', 'dated-before-deletion')).toBeGreaterThan(earlyBefore);
+  });
+});
+
+describe('a flood of junk tokens', () => {
+  it('while the real report arrives: the leases move on the witness’s evidence, after the exit, and the junk costs few reviews', async () => {
+    const reviews = () => operatorMetric(http, 'csi_handover_api_requests_total{caller="controllers",verb="POST",resource="tokenreviews",code="201"}');
+    const witnessed = () => operatorMetric(http, 'csi_handover_release_evidence_total{evidence="witness-saw-containers-exit"}');
+    const [reviewsBefore, witnessedBefore] = [await reviews(), await witnessed()];
+    const answers = new Map<string, number>();
+    let sent = 0;
+    let namingTheWitness = 0;
+    await deleteLeaderWhile(async (leader) => {
+      const node = leader.spec?.nodeName ?? '';
+      const witness = (await witnessPods(http)).find((p) => p.spec?.nodeName === node);
+      const junk = (i: number, pod: { name?: string; uid?: string }) => {
+        const claims = {
+          aud: [WITNESS_AUDIENCE],
+          sub: `system:serviceaccount:${WITNESS_NAMESPACE}:csi-handover-witness`,
+          exp: Math.floor(Date.now() / 1000) + 600,
+          jti: `junk-${i}`,
+          'kubernetes.io': { namespace: WITNESS_NAMESPACE, pod, node: { name: node } },
+        };
+        return `e30.${Buffer.from(JSON.stringify(claims)).toString('base64url')}.x`;
+      };
+      const body = { namespace: NS, name: leader.metadata?.name, uid: leader.metadata?.uid, node, exitedBy: new Date().toISOString(), detail: 'junk' };
+      // Until past the old attacher's exit (its preStop), waves of distinct junk: most naming no witness pod, a
+      // fifth naming the real witness of the leader's node (which the checks before the review cannot tell apart).
+      const until = Date.now() + (PRESTOP_S + 3) * 1000;
+      while (Date.now() < until) {
+        const wave = Array.from({ length: 50 }, (_, i) => {
+          const n = sent + i;
+          const real = n % 5 === 0;
+          if (real) namingTheWitness++;
+          const pod = real ? { name: witness?.metadata?.name, uid: witness?.metadata?.uid } : { name: `nobody-${n}`, uid: `uid-${n}` };
+          return sendWitnessReport(http, junk(n, pod), body).then((a) => a.slice(0, 3));
+        });
+        sent += wave.length;
+        for (const a of await Promise.all(wave)) answers.set(a, (answers.get(a) ?? 0) + 1);
+      }
+    });
+    console.log(`junk: ${sent} sent (${namingTheWitness} naming the real witness), answers ${JSON.stringify(Object.fromEntries(answers))}`);
+    // Nothing junk was accepted; the leases moved on the witness's evidence (its report or its condition).
+    expect(answers.get('202')).toBeUndefined();
+    expect((await witnessed()) - witnessedBefore).toBeGreaterThan(0);
+    // Junk naming no witness pod costs no review; junk naming one costs at most one review each, one at a time.
+    expect((await reviews()) - reviewsBefore).toBeLessThanOrEqual(namingTheWitness + 2);
+  });
+});
