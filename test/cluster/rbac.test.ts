@@ -76,6 +76,8 @@ describe('least privilege', () => {
             'csi-handover.io/csihandoverreports/status',
             'admissionregistration.k8s.io/mutatingwebhookconfigurations',
             'authorization.k8s.io/selfsubjectaccessreviews',
+            // Whether the node witness may attest (src/controller/witness-policy.ts): a question, not a write.
+            'authorization.k8s.io/subjectaccessreviews',
           ].includes(r),
       ),
     ).toEqual([]);
