@@ -12,7 +12,7 @@ help:
 	@echo "make demo            the whole story on a local cluster"
 	@echo "make test            everything CI runs (unit + real-cluster tests)"
 	@echo "make test-unit       tests that need no cluster (seconds)"
-	@echo "make test-reliability  the fault matrix, a short soak, webhook certificate rotation and a killed cluster reclaimed, on the real cluster (not in make test)"
+	@echo "make test-reliability  the fault matrix, a short soak, webhook certificate rotation and a killed cluster reclaimed, the storage probe of the benchmarks, on the real cluster (not in make test)"
 	@echo "make lint            ESLint (typescript-eslint, type-checked) and Prettier's check; make format rewrites"
 	@echo "make bins            build/cached control plane, etcd and CSI sidecars"
 	@echo "make image           the operator image (as the Dockerfile lays it out), imported into the local nodes"

@@ -30,6 +30,8 @@ export interface WitnessPolicyDeps {
   witnesses: InformerView<V1Pod>;
   witnessNamespace: string;
   isLeader: () => boolean;
+  /** How often the grant is asked again unprompted (a role binding can change unseen); a minute by default. */
+  recheckMs?: number;
 }
 
 export class WitnessPolicyWatch {
@@ -53,7 +55,7 @@ export class WitnessPolicyWatch {
     const changed = (): void => void this.check();
     for (const i of [this.d.policies, this.d.bindings]) i.on('add', changed).on('update', changed).on('delete', changed);
     this.d.witnesses.on('add', changed).on('delete', changed);
-    this.timer = setInterval(changed, RECHECK_MS);
+    this.timer = setInterval(changed, this.d.recheckMs ?? RECHECK_MS);
     this.timer.unref();
     void this.check();
   }

@@ -2,18 +2,21 @@
 // read; anything it cannot tell for sure proves nothing, and the operator falls back to the kubelet's report.
 import type { V1Pod } from '@kubernetes/client-node';
 import { DELETION_COST } from '../handover/deletion-cost.js';
-import { CONTAINERS_EXITED } from '../handover/witness-evidence.js';
 import type { PodCgroupReading } from './cgroups.js';
 import type { CgroupKind } from './runtime.js';
 
 export type Judgement = { proven: true; exitedBy: number; detail: string } | { proven: false; why: string };
 
-/** The pods the witness watches for: leaders (the operator's deletion cost) in a graceful deletion, not yet witnessed. */
+/**
+ * The pods the witness watches for: leaders (the operator's deletion cost) in a graceful deletion. A
+ * containers-exited condition already on the pod does not count: someone else may have written it (any writer of
+ * pods/status where the admission policy is not in force, a time the operator refuses), and it would silence the
+ * one witness whose word the operator takes. The witness remembers what it wrote itself (Witness).
+ */
 export function wantsWitness(pod: V1Pod, leaderCost: string): boolean {
   const m = pod.metadata;
   if (m?.deletionTimestamp == null || !(typeof m.deletionGracePeriodSeconds === 'number' && m.deletionGracePeriodSeconds > 0)) return false;
-  if (m.annotations?.[DELETION_COST] !== leaderCost) return false;
-  return !pod.status?.conditions?.some((c) => c.type === CONTAINERS_EXITED && c.status === 'True');
+  return m.annotations?.[DELETION_COST] === leaderCost;
 }
 
 const short = (id: string): string => id.slice(0, 12);

@@ -57,6 +57,8 @@ const RETRY = { initialMs: 100, maxMs: 5_000 };
 
 export class Witness {
   private readonly watched = new Map<string, Watched>();
+  /** The pods (uid) whose evidence this witness wrote, or the API server refused: not watched again until deleted. */
+  private readonly done = new Set<string>();
   /** Sweeps run only while a leader is being deleted: an idle witness wakes for nothing but its watch. */
   private timer: NodeJS.Timeout | undefined;
   private started = false;
@@ -73,7 +75,10 @@ export class Witness {
     this.now = opts.now ?? Date.now;
     const seen = (pod: V1Pod) => this.seen(pod);
     this.pods.on('add', seen).on('update', seen);
-    this.pods.on('delete', (pod) => this.forget(keyOf(pod)));
+    this.pods.on('delete', (pod) => {
+      this.done.delete(pod.metadata?.uid ?? '');
+      this.forget(keyOf(pod));
+    });
   }
 
   start(): void {
@@ -94,7 +99,7 @@ export class Witness {
 
   private seen(pod: V1Pod): void {
     const key = keyOf(pod);
-    if (!wantsWitness(pod, this.opts.leaderCost)) return this.forget(key);
+    if (!wantsWitness(pod, this.opts.leaderCost) || this.done.has(pod.metadata?.uid ?? '')) return this.forget(key);
     const w = this.watched.get(key);
     if (w && w.pod.metadata?.uid === pod.metadata?.uid) w.pod = pod;
     else {
@@ -201,6 +206,7 @@ export class Witness {
       this.metrics.evidence.inc({ result: 'written' });
       this.metrics.latency.observe((verdict.exitedBy - w.since) / 1000);
       this.log.info({ pod: podRef(w.pod), exitedBy: new Date(verdict.exitedBy).toISOString(), detail: verdict.detail }, 'every container exited');
+      this.done.add(w.pod.metadata?.uid ?? '');
       this.forget(key);
     } catch (err) {
       const refusal = refusalOf(err);
@@ -208,6 +214,7 @@ export class Witness {
       // Gone, replaced or refused (the admission policy): nothing to write; anything else is tried again later.
       if (refusal !== undefined) {
         this.log.warn({ pod: podRef(w.pod), refusal, err: String(err) }, 'evidence not written');
+        this.done.add(w.pod.metadata?.uid ?? '');
         this.forget(key);
       } else {
         w.failures = (w.failures ?? 0) + 1;

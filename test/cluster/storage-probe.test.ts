@@ -1,5 +1,6 @@
-// The storage probe of make bench and make demo, on the real sidecars: every kind of operation completes in
-// a steady state, a stock rollout shows up as a stall of every kind, and the probe removes all it created.
+// The storage probe of make bench and make demo, on the real sidecars: every kind of operation completes in a
+// steady state, a stock rollout shows up as a stall of every kind, and the probe removes all it created.
+// make test-reliability runs it, beside the benchmarks' other long runs.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { settle } from '../../hack/bench/measure-rollout.js';
 import { PROBE_KINDS, probeStats } from '../../src/report/probe-stats.js';

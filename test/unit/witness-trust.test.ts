@@ -4,12 +4,18 @@
 import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ObservedWorld } from '../../src/controller/handover/world.js';
+import { WitnessPolicyWatch } from '../../src/controller/witness-policy.js';
 import { witnessOf } from '../../src/handover/observed-pod.js';
 import { type EvidenceContext, judgeEvidence, witnessCondition } from '../../src/handover/witness-evidence.js';
 import { type BindingObject, type PolicyObject, policyDigest, SHIPPED_POLICY_DIGEST, witnessPolicyTrust } from '../../src/handover/witness-policy.js';
+import type { EventRecorder } from '../../src/kube/events.js';
+import type { KubeHttp } from '../../src/kube/http.js';
+import type { Informer } from '../../src/kube/informer.js';
+import { makeLogger } from '../../src/log.js';
+import type { Metrics } from '../../src/metrics.js';
 import { FakeInformer } from './fake-informer.js';
 
 const T = Date.parse('2026-12-05T10:00:00Z'); // the deletion was asked for
@@ -195,5 +201,72 @@ describe('the world takes the witness’s evidence only as judged', () => {
     w.podSeen(again);
     expect(w.pod('u6')?.deletionRequestedAt).toBe(T);
     expect(w.witnessReported('u6', { exitedBy: T + 1_000, node: 'n1' }, now)).toHaveProperty('pod');
+  });
+});
+
+describe('WitnessPolicyWatch', () => {
+  class SyncedInformer<T extends PolicyObject | BindingObject> extends FakeInformer<T> {
+    hasSynced(): boolean {
+      return true;
+    }
+  }
+  const inForce = { set: vi.fn<(v: number) => void>() };
+  let mayAttest = true;
+  const reviews: unknown[] = [];
+  const http = {
+    request: (_method: string, _path: string, opts: { body: unknown }) => {
+      reviews.push(opts.body);
+      return Promise.resolve({ status: { allowed: mayAttest } });
+    },
+  } as unknown as KubeHttp;
+  const policies = new SyncedInformer<PolicyObject>();
+  const bindings = new SyncedInformer<BindingObject>();
+  policies.put({ ...policy, metadata: { name: 'csi-handover-witness' } });
+  bindings.put({ ...binding, metadata: { name: 'csi-handover-witness' } });
+  const watch = new WitnessPolicyWatch({
+    http,
+    log: makeLogger('test', 'silent'),
+    metrics: { witnessPolicyInForce: inForce } as unknown as Pick<Metrics, 'witnessPolicyInForce'>,
+    events: { emit: () => Promise.resolve() } as unknown as EventRecorder,
+    policies: policies as unknown as Informer<PolicyObject>,
+    bindings: bindings as unknown as Informer<BindingObject>,
+    witnesses: new FakeInformer<V1Pod>(),
+    witnessNamespace: 'csi-handover-witness',
+    isLeader: () => true,
+    recheckMs: 60_000,
+  });
+  // A check awaits the review's answer: letting 1 ms pass runs what is queued.
+  const settle = () => vi.advanceTimersByTimeAsync(1);
+
+  it('asks the authorizer at start, again on a change of the binding and every recheck period, and follows its answer', async () => {
+    vi.useFakeTimers();
+    try {
+      watch.start();
+      await settle();
+      expect(watch.current().trusted).toBe(true);
+      expect(reviews).toHaveLength(1);
+      expect(reviews[0]).toMatchObject({ spec: { user: W, resourceAttributes: { group: 'csi-handover.io', resource: 'containerexits', verb: 'attest' } } });
+
+      // The grant moves away unseen (no informer tells): the next period's check notices.
+      mayAttest = false;
+      await vi.advanceTimersByTimeAsync(58_000);
+      expect(watch.current().trusted).toBe(true);
+      await vi.advanceTimersByTimeAsync(2_000);
+      await settle();
+      expect(watch.current()).toMatchObject({ trusted: false, why: expect.stringMatching(/may not attest/) as unknown });
+      expect(inForce.set).toHaveBeenLastCalledWith(0);
+
+      // It comes back, and the binding is touched: asked again at once, not a period later.
+      mayAttest = true;
+      const asked = reviews.length;
+      bindings.put({ ...binding, metadata: { name: 'csi-handover-witness', annotations: { touched: '1' } } });
+      await settle();
+      expect(reviews.length).toBeGreaterThan(asked);
+      expect(watch.current().trusted).toBe(true);
+      expect(inForce.set).toHaveBeenLastCalledWith(1);
+    } finally {
+      watch.stop();
+      vi.useRealTimers();
+    }
   });
 });

@@ -173,7 +173,8 @@ describe('which pods the witness watches', () => {
     ['a leader not being deleted', { cost: '100' }, false],
     ['a leader force-deleted', { grace: 0, cost: '100' }, false],
     ['a standby (no leader cost)', { grace: 30 }, false],
-    ['a leader already witnessed', { grace: 30, cost: '100', witnessed: true }, false],
+    // Someone else's condition (the witness remembers its own): it must not silence the witness.
+    ['a leader that already carries a containers-exited condition', { grace: 30, cost: '100', witnessed: true }, true],
   ])('%s', (_case, over, want) => {
     expect(wantsWitness(pod(over), '100')).toBe(want);
   });
@@ -250,6 +251,44 @@ describe('the sweep', () => {
       deletionGracePeriodSeconds: 30,
       annotations: { [DELETION_COST]: desiredDeletionCost(1) ?? '' },
     },
+  });
+
+  it('writes its own evidence over a condition someone else put on the pod, once', async () => {
+    const A = 'aaaaaaaa-0000-4000-8000-000000000003';
+    const { layout, set } = node({ [A]: { [C1]: 1 } });
+    const written: unknown[] = [];
+    const metrics = makeWitnessMetrics();
+    const http = {
+      patch: (_path: string, body: unknown) => {
+        written.push(body);
+        return Promise.resolve();
+      },
+    } as unknown as Pick<KubeHttp, 'patch'>;
+    const pods = podSource();
+    const witness = new Witness(
+      http,
+      { node: 'node-1', layout, bundleTemplates: [], pollMs: 5, leaderCost: desiredDeletionCost(1) ?? '' },
+      pino({ level: 'silent' }),
+      metrics,
+      pods,
+    );
+    const forged = {
+      ...leader('a', A),
+      status: { conditions: [witnessCondition({ exitedBy: Date.parse('2099-01-01T00:00:00Z'), node: 'node-1' }, 'not the witness', T)] },
+    };
+    witness.start();
+    try {
+      pods.add(forged);
+      set(A, C1, 0);
+      await vi.waitFor(() => expect(written).toHaveLength(1), { timeout: 2_000, interval: 5 });
+      expect(written[0]).toMatchObject({ status: { conditions: [{ type: CONTAINERS_EXITED, message: expect.not.stringContaining('2099') as unknown }] } });
+      // Its own condition coming back on the watch does not make it watch, or write, again.
+      pods.add({ ...forged, status: { conditions: [(written[0] as V1Pod).status?.conditions?.[0] ?? {}] } } as V1Pod);
+      expect((await metrics.watching.get()).values[0]?.value).toBe(0);
+      expect(written).toHaveLength(1);
+    } finally {
+      witness.stop();
+    }
   });
 
   it('goes on for the node’s other leaders while one pod’s evidence is being written', async () => {
