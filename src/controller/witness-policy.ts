@@ -18,7 +18,8 @@ import type { KubeHttp } from '../kube/http.js';
 import type { Informer, InformerView } from '../kube/informer.js';
 import type { Metrics } from '../metrics.js';
 
-const RECHECK_MS = 60_000;
+/** How often the grant is asked again unprompted: a role binding can change unseen. */
+export const WITNESS_POLICY_RECHECK_MS = 60_000;
 
 export interface WitnessPolicyDeps {
   http: KubeHttp;
@@ -30,8 +31,6 @@ export interface WitnessPolicyDeps {
   witnesses: InformerView<V1Pod>;
   witnessNamespace: string;
   isLeader: () => boolean;
-  /** How often the grant is asked again unprompted (a role binding can change unseen); a minute by default. */
-  recheckMs?: number;
 }
 
 export class WitnessPolicyWatch {
@@ -55,7 +54,7 @@ export class WitnessPolicyWatch {
     const changed = (): void => void this.check();
     for (const i of [this.d.policies, this.d.bindings]) i.on('add', changed).on('update', changed).on('delete', changed);
     this.d.witnesses.on('add', changed).on('delete', changed);
-    this.timer = setInterval(changed, this.d.recheckMs ?? RECHECK_MS);
+    this.timer = setInterval(changed, WITNESS_POLICY_RECHECK_MS);
     this.timer.unref();
     void this.check();
   }

@@ -110,6 +110,12 @@ export class Witness {
     this.sweepWhileWatching();
   }
 
+  /** Written, or refused for good: not watched again until the pod is deleted. */
+  private finished(key: string, w: Watched): void {
+    this.done.add(w.pod.metadata?.uid ?? '');
+    this.forget(key);
+  }
+
   private forget(key: string): void {
     if (this.watched.delete(key)) this.metrics.watching.set(this.watched.size);
     this.sweepWhileWatching();
@@ -206,16 +212,14 @@ export class Witness {
       this.metrics.evidence.inc({ result: 'written' });
       this.metrics.latency.observe((verdict.exitedBy - w.since) / 1000);
       this.log.info({ pod: podRef(w.pod), exitedBy: new Date(verdict.exitedBy).toISOString(), detail: verdict.detail }, 'every container exited');
-      this.done.add(w.pod.metadata?.uid ?? '');
-      this.forget(key);
+      this.finished(key, w);
     } catch (err) {
       const refusal = refusalOf(err);
       this.metrics.evidence.inc({ result: refusal ?? 'error' });
       // Gone, replaced or refused (the admission policy): nothing to write; anything else is tried again later.
       if (refusal !== undefined) {
         this.log.warn({ pod: podRef(w.pod), refusal, err: String(err) }, 'evidence not written');
-        this.done.add(w.pod.metadata?.uid ?? '');
-        this.forget(key);
+        this.finished(key, w);
       } else {
         w.failures = (w.failures ?? 0) + 1;
         w.retryAt = this.now() + Math.min(RETRY.maxMs, RETRY.initialMs * 2 ** (w.failures - 1));

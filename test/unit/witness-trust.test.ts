@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
 import { parseAllDocuments } from 'yaml';
 import { ObservedWorld } from '../../src/controller/handover/world.js';
-import { WitnessPolicyWatch } from '../../src/controller/witness-policy.js';
+import { WITNESS_POLICY_RECHECK_MS, WitnessPolicyWatch } from '../../src/controller/witness-policy.js';
 import { witnessOf } from '../../src/handover/observed-pod.js';
 import { type EvidenceContext, judgeEvidence, witnessCondition } from '../../src/handover/witness-evidence.js';
 import { type BindingObject, type PolicyObject, policyDigest, SHIPPED_POLICY_DIGEST, witnessPolicyTrust } from '../../src/handover/witness-policy.js';
@@ -233,7 +233,6 @@ describe('WitnessPolicyWatch', () => {
     witnesses: new FakeInformer<V1Pod>(),
     witnessNamespace: 'csi-handover-witness',
     isLeader: () => true,
-    recheckMs: 60_000,
   });
   // A check awaits the review's answer: letting 1 ms pass runs what is queued.
   const settle = () => vi.advanceTimersByTimeAsync(1);
@@ -249,7 +248,7 @@ describe('WitnessPolicyWatch', () => {
 
       // The grant moves away unseen (no informer tells): the next period's check notices.
       mayAttest = false;
-      await vi.advanceTimersByTimeAsync(58_000);
+      await vi.advanceTimersByTimeAsync(WITNESS_POLICY_RECHECK_MS - 2_000);
       expect(watch.current().trusted).toBe(true);
       await vi.advanceTimersByTimeAsync(2_000);
       await settle();

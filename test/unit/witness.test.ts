@@ -242,6 +242,16 @@ describe('the sweep', () => {
     return source as unknown as PodSource & { add: (pod: V1Pod) => void };
   }
 
+  /** A witness of node-1 sweeping every 5 ms, writing through `http`. */
+  const sweeping = (http: Pick<KubeHttp, 'patch'>, layout: CgroupLayout, pods: PodSource, metrics = makeWitnessMetrics()) =>
+    new Witness(
+      http,
+      { node: 'node-1', layout, bundleTemplates: [], pollMs: 5, leaderCost: desiredDeletionCost(1) ?? '' },
+      pino({ level: 'silent' }),
+      metrics,
+      pods,
+    );
+
   const leader = (name: string, uid: string): V1Pod => ({
     metadata: {
       namespace: 'csi',
@@ -265,13 +275,7 @@ describe('the sweep', () => {
       },
     } as unknown as Pick<KubeHttp, 'patch'>;
     const pods = podSource();
-    const witness = new Witness(
-      http,
-      { node: 'node-1', layout, bundleTemplates: [], pollMs: 5, leaderCost: desiredDeletionCost(1) ?? '' },
-      pino({ level: 'silent' }),
-      metrics,
-      pods,
-    );
+    const witness = sweeping(http, layout, pods, metrics);
     const forged = {
       ...leader('a', A),
       status: { conditions: [witnessCondition({ exitedBy: Date.parse('2099-01-01T00:00:00Z'), node: 'node-1' }, 'not the witness', T)] },
@@ -305,13 +309,7 @@ describe('the sweep', () => {
       },
     } as unknown as Pick<KubeHttp, 'patch'>;
     const pods = podSource();
-    const witness = new Witness(
-      http,
-      { node: 'node-1', layout, bundleTemplates: [], pollMs: 5, leaderCost: desiredDeletionCost(1) ?? '' },
-      pino({ level: 'silent' }),
-      makeWitnessMetrics(),
-      pods,
-    );
+    const witness = sweeping(http, layout, pods);
     witness.start();
     try {
       pods.add(leader('a', A));
