@@ -1,5 +1,5 @@
-// What the kernel says of a pod's containers: its cgroup's children (one per container, the sandbox's too) and
-// whether any process is left in each. Read from the host's cgroup tree mounted read-only: no runtime socket,
+// What the kernel says of a pod's containers: its cgroup's children (one per container, the sandbox's too, and
+// under CRI-O one per container's conmon) and whether any process is left in each. Read from the host's cgroup tree mounted read-only: no runtime socket,
 // no host PID namespace. cgroup v1 needs the pids controller (pids.current counts every task, whatever PID
 // namespace it is in, where cgroup.procs hides those outside the reader's); cgroup v2 has cgroup.events.
 import { readdirSync, readFileSync } from 'node:fs';
@@ -12,9 +12,16 @@ export interface CgroupLayout {
   base: string;
 }
 
+/**
+ * What runs in a child cgroup: a container's (or the sandbox's) own processes, or the runtime's monitor of that
+ * container (CRI-O's conmon, which outlives its container briefly and the sandbox's until the sandbox stops).
+ */
+export type CgroupRole = 'workload' | 'monitor';
+
 export interface ChildCgroup {
-  /** The container (or sandbox) id the runtime named the cgroup after. */
+  /** The container (or sandbox) id the runtime named the cgroup after; a monitor's is its container's. */
   id: string;
+  role: CgroupRole;
   /** Processes left in it; 0 once its last process exited (a removed cgroup had none left either). */
   tasks: number;
 }
@@ -69,10 +76,20 @@ export function podCgroupCandidates(base: string, uid: string): string[] {
   ];
 }
 
-/** A container cgroup's name → the runtime's id: cgroupfs uses the id, systemd a scope (`cri-containerd-<id>.scope`, `crio-<id>.scope`). */
-export function containerIdOf(dirName: string): string {
-  return dirName.replace(/^(cri-containerd|crio|docker)-/, '').replace(/\.scope$/, '');
+/**
+ * A child cgroup's name → whose it is: containerd's cgroupfs driver names it by the id, CRI-O's `crio-<id>`, systemd
+ * a scope (`cri-containerd-<id>.scope`, `crio-<id>.scope`); CRI-O puts each container's conmon beside it, in
+ * `crio-conmon-<id>` (`.scope` under systemd).
+ */
+export function childCgroupOf(dirName: string): Pick<ChildCgroup, 'id' | 'role'> {
+  const name = dirName.replace(/\.scope$/, '');
+  const conmon = /^crio-conmon-(.+)$/.exec(name)?.[1];
+  if (conmon !== undefined) return { id: conmon, role: 'monitor' };
+  return { id: name.replace(/^(cri-containerd|crio|docker)-/, ''), role: 'workload' };
 }
+
+/** What a child's kind is known by (Witness, judge): a container's cgroup and its conmon's share an id, not a kind. */
+export const kindKey = (c: Pick<ChildCgroup, 'id' | 'role'>): string => `${c.role}/${c.id}`;
 
 // The sweep reads the cgroup files synchronously: they are kernel memory, a read never waits on a disk, and it
 // costs a tenth of the CPU of the same reads through libuv's thread pool (0.2 ms against 1.8 ms a sweep of a
@@ -103,7 +120,7 @@ export function readPodCgroup(layout: CgroupLayout, uid: string, now: () => numb
       if (isMissing(err)) continue;
       throw err;
     }
-    const children = entries.filter((e) => e.isDirectory()).map((e) => ({ id: containerIdOf(e.name), tasks: tasksIn(layout, join(dir, e.name)) }));
+    const children = entries.filter((e) => e.isDirectory()).map((e) => ({ ...childCgroupOf(e.name), tasks: tasksIn(layout, join(dir, e.name)) }));
     if (children.some((c) => !Number.isInteger(c.tasks) || c.tasks < 0)) throw new Error(`${dir}: a child's task count is not a number`);
     return { found: true, listedAt, dir, children };
   }

@@ -63,7 +63,7 @@ const parsed = WitnessConfig.safeParse({
   kubeconfig: values.kubeconfig ?? process.env.KUBECONFIG,
   cgroupFs: values['cgroup-fs'] ?? '/host/sys/fs/cgroup',
   cgroupRoot: values['cgroup-root'],
-  // containerd's task bundles, then CRI-O's container user data.
+  // containerd's task bundles and CRI-O's container user data (config/witness mounts both; a node has one of them).
   bundles: values.bundles ?? '/host/run/containerd/io.containerd.runtime.v2.task/k8s.io/{id},/host/run/containers/storage/overlay-containers/{id}/userdata',
   pollMs: values['poll-interval-ms'] ?? '20',
   httpPort: values['http-port'] ?? '8082',

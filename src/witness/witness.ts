@@ -10,7 +10,7 @@ import { microTime } from '../leaderelection/lease-record.js';
 import { refusalOf } from '../kube/errors.js';
 import { type KubeHttp, PatchType } from '../kube/http.js';
 import { Informer, keyOf, withoutManagedFields } from '../kube/informer.js';
-import { type CgroupLayout, readPodCgroup } from './cgroups.js';
+import { type CgroupLayout, kindKey, readPodCgroup } from './cgroups.js';
 import { judge, type Judgement, wantsWitness } from './judge.js';
 import { bundleKind, type CgroupKind } from './runtime.js';
 import type { WitnessMetrics } from './metrics.js';
@@ -31,7 +31,7 @@ interface Watched {
   pod: V1Pod;
   since: number;
   lastWhy?: string;
-  /** What each container id's bundle said: it never changes, and reading and parsing it every sweep costs CPU the node needs then. */
+  /** What each child's bundle said (by kindKey): it never changes, and reading and parsing it every sweep costs CPU the node needs then. */
   kinds: Map<string, CgroupKind>;
   writing?: boolean;
   /** Every container seen exited (kept: a later sweep may find the cgroups gone). */
@@ -54,6 +54,30 @@ export function nodePods(http: KubeHttp, node: string, log: Logger): PodSource {
 }
 
 const RETRY = { initialMs: 100, maxMs: 5_000 };
+
+/**
+ * Pod `uid`'s cgroups as the kernel has them now, judged. `kinds` (by kindKey) keeps what bundles said for good: a
+ * container id's bundle never changes. An unknown (no bundle yet, unreadable) is asked again next sweep.
+ */
+export async function judgePodCgroups(
+  opts: Pick<WitnessOptions, 'layout' | 'bundleTemplates'>,
+  uid: string,
+  kinds: Map<string, CgroupKind>,
+  now: () => number,
+): Promise<Judgement> {
+  try {
+    const reading = readPodCgroup(opts.layout, uid, now);
+    if (reading.found) {
+      for (const c of reading.children.filter((x) => x.tasks > 0 && !kinds.has(kindKey(x)))) {
+        const kind = await bundleKind(opts.bundleTemplates, c.id, uid, c.role);
+        if (kind) kinds.set(kindKey(c), kind);
+      }
+    }
+    return judge(reading, kinds);
+  } catch (err) {
+    return { proven: false, why: `cannot read its cgroups: ${String(err)}` };
+  }
+}
 
 export class Witness {
   private readonly watched = new Map<string, Watched>();
@@ -163,21 +187,8 @@ export class Witness {
   }
 
   /** The pod's cgroups as the kernel has them now, judged. */
-  private async read(w: Watched): Promise<Judgement> {
-    const uid = w.pod.metadata?.uid ?? '';
-    try {
-      const reading = readPodCgroup(this.opts.layout, uid, this.now);
-      if (reading.found) {
-        for (const c of reading.children.filter((x) => x.tasks > 0 && !w.kinds.has(x.id))) {
-          // Unknown (no bundle yet, unreadable) is asked again next sweep.
-          const kind = await bundleKind(this.opts.bundleTemplates, c.id, uid);
-          if (kind) w.kinds.set(c.id, kind);
-        }
-      }
-      return judge(reading, w.kinds);
-    } catch (err) {
-      return { proven: false, why: `cannot read its cgroups: ${String(err)}` };
-    }
+  private read(w: Watched): Promise<Judgement> {
+    return judgePodCgroups(this.opts, w.pod.metadata?.uid ?? '', w.kinds, this.now);
   }
 
   private async look(key: string, w: Watched): Promise<void> {

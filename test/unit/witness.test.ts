@@ -9,7 +9,7 @@ import { afterAll, describe, expect, it, vi } from 'vitest';
 import { DELETION_COST, desiredDeletionCost } from '../../src/handover/deletion-cost.js';
 import { CONTAINERS_EXITED, evidenceMessage, witnessCondition, witnessedNodes, witnessEvidence } from '../../src/handover/witness-evidence.js';
 import type { KubeHttp } from '../../src/kube/http.js';
-import { type CgroupLayout, containerIdOf, detectLayout, kubeletRootFromSelf, readPodCgroup } from '../../src/witness/cgroups.js';
+import { type CgroupLayout, childCgroupOf, detectLayout, kindKey, kubeletRootFromSelf, readPodCgroup } from '../../src/witness/cgroups.js';
 import { judge, wantsWitness } from '../../src/witness/judge.js';
 import { makeWitnessMetrics } from '../../src/witness/metrics.js';
 import { bundleKind, type CgroupKind, kindFromAnnotations } from '../../src/witness/runtime.js';
@@ -61,7 +61,11 @@ describe('cgroup readers', () => {
     const r = readPodCgroup(layout, UID, () => clock++);
     // The clock's last reading (one per place looked) is the listing time: nothing read later moves it.
     expect(r.found && r.listedAt).toBe(clock - 1);
-    expect(r.found && Object.fromEntries(r.children.map((c) => [c.id, c.tasks]))).toEqual({ [SANDBOX]: 1, [C1]: 0, [C2]: 3 });
+    expect(r.found && Object.fromEntries(r.children.map((c) => [kindKey(c), c.tasks]))).toEqual({
+      [`workload/${SANDBOX}`]: 1,
+      [`workload/${C1}`]: 0,
+      [`workload/${C2}`]: 3,
+    });
   });
 
   it('reads cgroup v2’s populated flag under the systemd driver’s names', async () => {
@@ -78,8 +82,8 @@ describe('cgroup readers', () => {
     const layout = await detectLayout(fs, undefined, '0::/\n');
     const r = readPodCgroup(layout, UID, () => T);
     expect(r.found && r.children.sort((a, b) => a.id.localeCompare(b.id))).toEqual([
-      { id: SANDBOX, tasks: 1 },
-      { id: C1, tasks: 0 },
+      { id: SANDBOX, role: 'workload', tasks: 1 },
+      { id: C1, role: 'workload', tasks: 0 },
     ]);
   });
 
@@ -90,10 +94,15 @@ describe('cgroup readers', () => {
     await expect(detectLayout(tmp(), undefined, '')).rejects.toThrow(/neither cgroup v2/);
   });
 
-  it('names containers as the runtime does', () => {
-    expect(containerIdOf(C1)).toBe(C1);
-    expect(containerIdOf(`cri-containerd-${C1}.scope`)).toBe(C1);
-    expect(containerIdOf(`crio-${C1}.scope`)).toBe(C1);
+  it.each<[string, string, ReturnType<typeof childCgroupOf>]>([
+    ['containerd, cgroupfs', C1, { id: C1, role: 'workload' }],
+    ['containerd, systemd', `cri-containerd-${C1}.scope`, { id: C1, role: 'workload' }],
+    ['CRI-O, cgroupfs', `crio-${C1}`, { id: C1, role: 'workload' }],
+    ['CRI-O, systemd', `crio-${C1}.scope`, { id: C1, role: 'workload' }],
+    ['CRI-O’s conmon, cgroupfs', `crio-conmon-${C1}`, { id: C1, role: 'monitor' }],
+    ['CRI-O’s conmon, systemd', `crio-conmon-${C1}.scope`, { id: C1, role: 'monitor' }],
+  ])('names a child cgroup as the runtime does: %s', (_case, name, want) => {
+    expect(childCgroupOf(name)).toEqual(want);
   });
 });
 
@@ -107,10 +116,10 @@ describe('runtime bundles', () => {
     ['no annotations', {}, undefined],
     ['an unknown type', { 'io.kubernetes.cri.container-type': 'vm' }, undefined],
   ])('%s', (_case, annotations, want) => {
-    expect(kindFromAnnotations(annotations, UID)).toBe(want);
+    expect(kindFromAnnotations(annotations, UID, 'workload')).toBe(want);
   });
 
-  it('reads config.json from the first bundle template that has one; unreadable or odd ids prove nothing', async () => {
+  it('reads config.json from the one bundle template that has one; unreadable or odd ids prove nothing', async () => {
     const run = tmp();
     const containerd = join(run, 'containerd', '{id}');
     mkdirSync(join(run, 'containerd', SANDBOX), { recursive: true });
@@ -120,37 +129,69 @@ describe('runtime bundles', () => {
     );
     mkdirSync(join(run, 'containerd', C2), { recursive: true });
     writeFileSync(join(run, 'containerd', C2, 'config.json'), '{not json');
-    expect(await bundleKind([join(run, 'crio', '{id}'), containerd], SANDBOX, UID)).toBe('sandbox');
-    expect(await bundleKind([containerd], C1, UID)).toBeUndefined();
-    expect(await bundleKind([containerd], C2, UID)).toBeUndefined();
-    expect(await bundleKind([containerd], '../etc', UID)).toBeUndefined();
+    expect(await bundleKind([join(run, 'crio', '{id}'), containerd], SANDBOX, UID, 'workload')).toBe('sandbox');
+    expect(await bundleKind([containerd], C1, UID, 'workload')).toBeUndefined();
+    expect(await bundleKind([containerd], C2, UID, 'workload')).toBeUndefined();
+    expect(await bundleKind([containerd], '../etc', UID, 'workload')).toBeUndefined();
+    // `..` would name the directory above, here a sandbox's bundle.
+    mkdirSync(join(run, 'containerd', SANDBOX, 'x'));
+    expect(await bundleKind([join(run, 'containerd', SANDBOX, 'x', '{id}')], '..', UID, 'workload')).toBeUndefined();
   });
 });
 
 describe('judge', () => {
+  /** A reading of the pod's cgroup: tasks per child cgroup, by its name on the node. */
   const reading = (tasks: Record<string, number>) => ({
     found: true as const,
     listedAt: T,
     dir: '/x',
-    children: Object.entries(tasks).map(([id, n]) => ({ id, tasks: n })),
+    children: Object.entries(tasks).map(([name, n]) => ({ ...childCgroupOf(name), tasks: n })),
   });
+  const C3 = 'c3'.repeat(32);
   const kinds = new Map<string, CgroupKind | undefined>([
-    [SANDBOX, 'sandbox'],
-    [C1, 'container'],
-    [C2, undefined],
+    [kindKey({ id: SANDBOX, role: 'workload' }), 'sandbox'],
+    [kindKey({ id: SANDBOX, role: 'monitor' }), 'monitor-of-this-pod'],
+    [kindKey({ id: C1, role: 'workload' }), 'container'],
+    [kindKey({ id: C1, role: 'monitor' }), 'monitor-of-this-pod'],
+    [kindKey({ id: C2, role: 'workload' }), undefined],
+    [kindKey({ id: C2, role: 'monitor' }), undefined],
+    // Kinds that do not fit the role (never learnt so by the witness): ignoring either would be a key mixed up.
+    [kindKey({ id: C3, role: 'workload' }), 'monitor-of-this-pod'],
+    [kindKey({ id: C3, role: 'monitor' }), 'sandbox'],
   ]);
   it.each<[string, Record<string, number>, string]>([
-    ['every container empty, the sandbox running', { [SANDBOX]: 1, [C1]: 0 }, 'proven'],
-    ['everything gone, the sandbox too', { [C1]: 0 }, 'proven'],
+    ['every container empty, the sandbox running', { [SANDBOX]: 1, [C1]: 0 }, 'proven: 1 container cgroup(s) empty, the sandbox aaaaaaaaaaaa still runs'],
+    ['everything gone, the sandbox too', { [C1]: 0 }, 'proven: 1 container cgroup(s) empty, no sandbox process left'],
     ['a container with processes left', { [SANDBOX]: 1, [C1]: 2 }, 'not: container c1c1c1c1c1c1 has 2 process(es) left'],
     [
       'a live cgroup its bundle does not name',
       { [SANDBOX]: 1, [C2]: 1 },
       'not: cgroup c2c2c2c2c2c2 has processes and its runtime bundle does not say it is the sandbox',
     ],
+    [
+      'every container empty, its conmon and the sandbox’s still live',
+      { [`crio-${SANDBOX}`]: 1, [`crio-conmon-${SANDBOX}`]: 1, [`crio-${C1}`]: 0, [`crio-conmon-${C1}`]: 1 },
+      'proven: 1 container cgroup(s) empty, the sandbox aaaaaaaaaaaa still runs, 2 monitor (conmon) cgroup(s) still live, ignored',
+    ],
+    ['a container still live beside its conmon', { [`crio-${C1}`]: 1, [`crio-conmon-${C1}`]: 1 }, 'not: container c1c1c1c1c1c1 has 1 process(es) left'],
+    [
+      'a live conmon whose container’s bundle does not name this pod',
+      { [`crio-${C1}`]: 0, [`crio-conmon-${C2}`]: 1 },
+      'not: the monitor (conmon) cgroup of c2c2c2c2c2c2 has processes and no runtime bundle of that id names this pod',
+    ],
+    [
+      'a live cgroup whose kind is a monitor’s',
+      { [`crio-${C3}`]: 1 },
+      'not: cgroup c3c3c3c3c3c3 has processes and its runtime bundle does not say it is the sandbox',
+    ],
+    [
+      'a live conmon whose kind is the sandbox’s',
+      { [`crio-conmon-${C3}`]: 1 },
+      'not: the monitor (conmon) cgroup of c3c3c3c3c3c3 has processes and no runtime bundle of that id names this pod',
+    ],
   ])('%s', (_case, tasks, want) => {
     const j = judge(reading(tasks), kinds);
-    expect(j.proven ? `proven` : `not: ${j.why}`).toBe(want);
+    expect(j.proven ? `proven: ${j.detail}` : `not: ${j.why}`).toBe(want);
     if (j.proven) expect(j.exitedBy).toBe(T);
   });
   it('proves nothing without the pod’s cgroup', () => {
