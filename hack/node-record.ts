@@ -1,75 +1,51 @@
-// The node's own record of its containers, for tests and benchmarks (never for the operator): what containerd
-// says happened to each container (started, exited, with exit code and time) and when the kubelet sent a
-// container its stop signal, read from the kubelet's log. One process per real node (hack/nodes.sh starts it);
-// it appends one JSON line per event to --out, in the shape `nodeEvents()` (hack/lib/cluster.ts) returns.
-//   node-record.ts --node node-1 --ctr BIN --address SOCK --kubelet-log FILE --out FILE
+// The node's own record of its containers, for tests and benchmarks (never for the operator): what the node's
+// runtime (containerd, or CRI-O) says happened to each container (started, exited, with exit code and time) and when
+// the kubelet sent a container its stop signal, read from the kubelet's log. One process per real node
+// (hack/nodes.sh starts it); it appends one JSON line per event to --out, in the shape `nodeEvents()`
+// (hack/lib/cluster.ts) returns.
+//   node-record.ts --node node-1 [--runtime containerd] --ctr BIN --address SOCK --kubelet-log FILE --out FILE
+//   node-record.ts --node node-2 --runtime crio --crictl BIN --address SOCK --kubelet-log FILE --out FILE
 import { execFile, spawn } from 'node:child_process';
 import { appendFileSync, closeSync, existsSync, openSync, readFileSync, readSync, statSync } from 'node:fs';
 import { constants } from 'node:os';
 import { createInterface } from 'node:readline';
+import type { Readable } from 'node:stream';
 import { parseArgs, promisify } from 'node:util';
-import type { NodeEvent } from './lib/node-events.js';
-import { parseContainerdEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
+import type { NodeEvent, Owner, RuntimeEvent } from './lib/node-events.js';
+import { jsonObjectSplitter, parseContainerdEvent, parseCrictlInspectPid, parseCrioEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
 
 const run = promisify(execFile);
 const { values: opts } = parseArgs({
   options: {
     node: { type: 'string' },
+    runtime: { type: 'string', default: 'containerd' },
     ctr: { type: 'string' },
+    crictl: { type: 'string' },
     address: { type: 'string' },
     'kubelet-log': { type: 'string' },
     out: { type: 'string' },
   },
 });
+const runtime = opts.runtime;
+if (runtime !== 'containerd' && runtime !== 'crio') throw new Error(`node-record: --runtime ${runtime}: containerd or crio`);
+const client = runtime === 'crio' ? 'crictl' : 'ctr';
 function required(name: keyof typeof opts): string {
   const v = opts[name];
-  if (!v) throw new Error(`node-record: --${name} is required (--node --ctr --address --kubelet-log --out)`);
+  if (!v) throw new Error(`node-record: --${name} is required (--node [--runtime containerd] --${client} --address --kubelet-log --out)`);
   return v;
 }
 const node = required('node'),
-  ctr = required('ctr'),
+  clientBin = required(client),
   address = required('address'),
   out = required('out');
 const kubeletLog = required('kubelet-log');
 
 const write = (e: NodeEvent): void => appendFileSync(out, `${JSON.stringify(e)}\n`);
 
-/** runc reports a process killed by signal N as exit status 128 + N: name the signal, as a child's exit does. */
+/** runc (and conmon) report a process killed by signal N as exit status 128 + N: name the signal, as a child's exit does. */
 const SIGNALS = new Map(Object.entries(constants.signals).map(([name, n]) => [128 + n, name]));
 const exitOf = (code: number): Pick<NodeEvent, 'exitCode' | 'signal'> =>
   SIGNALS.has(code) ? { exitCode: null, signal: SIGNALS.get(code) } : { exitCode: code, signal: null };
-
-/** Pod, namespace and container of a CRI container, from its labels, looked up once when containerd creates it. */
-interface Owner {
-  namespace: string;
-  pod: string;
-  uid: string;
-  container?: string;
-}
-const owners = new Map<string, Promise<Owner | undefined>>();
-function ownerOf(id: string): Promise<Owner | undefined> {
-  let o = owners.get(id);
-  if (!o) {
-    o = run(ctr, ['--address', address, '-n', 'k8s.io', 'containers', 'info', id], { maxBuffer: 16 << 20 })
-      .then(({ stdout }) => {
-        const labels = (JSON.parse(stdout) as { Labels?: Record<string, string> }).Labels ?? {};
-        const pod = labels['io.kubernetes.pod.name'];
-        if (!pod) return undefined;
-        return {
-          namespace: labels['io.kubernetes.pod.namespace'] ?? '',
-          pod,
-          uid: labels['io.kubernetes.pod.uid'] ?? '',
-          container: labels['io.kubernetes.container.name'],
-        };
-      })
-      .catch(() => {
-        owners.delete(id); // containerd unreachable for a moment (restarting): ask again next time
-        return undefined;
-      });
-    owners.set(id, o);
-  }
-  return o;
-}
 
 /** A task that runs, by container id: its owner and its process (pid and /proc start time, against pid reuse). */
 interface Running {
@@ -80,8 +56,10 @@ interface Running {
   goneSeen?: string;
 }
 const running = new Map<string, Running>();
-/** Containers whose exit is written: containerd may report it again after a restart; a second exit would be false. */
+/** Containers whose exit is written: the runtime may report it again (after a restart, or twice for a sandbox). */
 const exitWritten = new Set<string>();
+/** Containers whose start is written, for the same reason. */
+const startWritten = new Set<string>();
 
 function procStat(pid: number): ReturnType<typeof parseProcStat> {
   try {
@@ -96,29 +74,53 @@ const isGone = (r: Running): boolean => {
   return !now || now.state === 'Z' || (r.startTime !== undefined && now.startTime !== r.startTime);
 };
 
+const ownerFields = (o: Owner): Pick<NodeEvent, 'namespace' | 'pod' | 'uid' | 'container'> => ({
+  namespace: o.namespace,
+  pod: o.pod,
+  uid: o.uid,
+  ...(o.container === undefined ? {} : { container: o.container }),
+});
+
+function recordStart(id: string, owner: Owner, t: string, pid: number | undefined): void {
+  if (startWritten.has(id)) return;
+  startWritten.add(id);
+  if (pid !== undefined) running.set(id, { owner, pid, startTime: procStat(pid)?.startTime });
+  write({ t, node, ...ownerFields(owner), event: owner.container === undefined ? 'pod-started' : 'container-started', ...(pid !== undefined ? { pid } : {}) });
+}
+
 function writeExit(id: string, owner: Owner, pid: number | undefined, t: string, fields: Partial<NodeEvent>): void {
   running.delete(id);
   if (exitWritten.has(id)) return;
   exitWritten.add(id);
-  const sandbox = owner.container === undefined;
   write({
     t,
     node,
-    namespace: owner.namespace,
-    pod: owner.pod,
-    uid: owner.uid,
-    ...(sandbox ? {} : { container: owner.container }),
-    event: sandbox ? 'pod-stopped' : 'container-exited',
+    ...ownerFields(owner),
+    event: owner.container === undefined ? 'pod-stopped' : 'container-exited',
     ...(pid !== undefined ? { pid } : {}),
     ...fields,
   });
 }
 
 /**
- * While containerd's event stream is down (containerd restarting: a fault the tests inject), a container that exits
- * is in no event: containerd does not tell a later subscriber. The kernel knows: every 50 ms, each running task's
- * process is looked up in /proc, and one that is gone (or a zombie, or a new process under its pid) is written as
- * exited, at the time it was seen gone.
+ * An exit the runtime reports, at the time /proc showed it (watchStop) where that is earlier than the runtime's
+ * (containerd's stamp lags the kernel) — and on CRI-O wherever /proc showed it: its time, the exit file's change
+ * time, comes from the kernel's coarse clock and can be up to a tick (4 ms here) before the death, which would let
+ * a release just before the death look like one after it. The /proc time is never early.
+ */
+function recordExit(id: string, owner: Owner, e: RuntimeEvent): void {
+  const r = running.get(id);
+  const seen = r?.goneSeen;
+  const earlier = seen !== undefined && (runtime === 'crio' || Date.parse(seen) < Date.parse(e.t));
+  const code = e.exitCode !== undefined ? exitOf(e.exitCode) : {};
+  writeExit(id, owner, e.pid ?? r?.pid, earlier ? seen : e.t, earlier ? { ...code, source: 'proc', runtimeAt: e.t } : code);
+}
+
+/**
+ * While the runtime's event stream is down (the runtime restarting: a fault the tests inject), a container that exits
+ * is in no event: neither containerd nor CRI-O tells a later subscriber. The kernel knows: every 50 ms, each running
+ * task's process is looked up in /proc, and one that is gone (or a zombie, or a new process under its pid) is written
+ * as exited, at the time it was seen gone.
  */
 const PROC_POLL_MS = 50;
 let procPoll: NodeJS.Timeout | undefined;
@@ -134,16 +136,18 @@ function watchProc(on: boolean): void {
 }
 
 /**
- * containerd stamps an exit late: its shim sets the time when it handles the exit (containerd v2.4, the runc
- * shim's `handleProcessExit` → `setExited`: time.Now()), after reaping the process, reading the bundle's
- * config.json and handling the pod's earlier exits one by one — later than the kernel by an amount that grows with
- * load. Anything that acts on the kernel's view (the node witness reads pids.current, which drops at the reap) can
- * then look earlier than the death it followed. So from the kubelet's stop signal until the exit, the container's
- * process is looked up every 5 ms (18 µs a lookup here), and the record keeps the earlier of the two times: the
- * process seen a zombie or gone (never before it exited, at most a poll late) or containerd's.
+ * Runtimes stamp an exit late. containerd's shim sets the time when it handles the exit (containerd v2.4, the runc
+ * shim's `handleProcessExit` → `setExited`: time.Now()), after reaping the process, reading the bundle's config.json
+ * and handling the pod's earlier exits one by one. CRI-O's is the change time of the exit file conmon writes after
+ * reaping the process, draining its output and syncing its log (parseCrioEvent). Both are later than the kernel by
+ * an amount that grows with load (CRI-O's, a coarse file time, can also be up to a tick early). Anything
+ * that acts on the kernel's view (the node witness reads pids.current, which drops at the reap) can then look
+ * earlier than the death it followed. So from the kubelet's stop signal until the exit, the container's process is
+ * looked up every 5 ms (18 µs a lookup here), and the record keeps the earlier of the two times (on CRI-O, the
+ * /proc one: recordExit): the process seen a zombie or gone (never before it exited, at most a poll late) or the runtime's.
  */
 const STOP_POLL_MS = 5;
-// A process still there after this long is left to containerd's time (which then matters less): a standby that
+// A process still there after this long is left to the runtime's time (which then matters less): a standby that
 // waits out its grace period would otherwise cost a core's few percent, in the middle of a measurement.
 const STOP_WATCH_MS = 3_000;
 /** Container id → when its close watch ends. */
@@ -171,50 +175,100 @@ function watchStop(namespace: string, pod: string, container: string): void {
   }, STOP_POLL_MS);
 }
 
-// containerd's event stream; when containerd restarts the stream ends: subscribe again, and watch /proc until the
-// new subscription has stayed up for a second (a ctr that cannot connect exits at once).
-function subscribe(): void {
+/**
+ * The runtime's event stream, from its client's output; when the runtime restarts the stream ends: subscribe
+ * again, and watch /proc until the new subscription has stayed up for a second (a client that cannot connect exits
+ * at once: ctr, and crictl, which asks the runtime its version before it subscribes).
+ */
+function follow(args: string[], read: (stdout: Readable) => void): void {
   watchProc(true);
-  const events = spawn(ctr, ['--address', address, '-n', 'k8s.io', 'events'], { stdio: ['ignore', 'pipe', 'inherit'] });
+  // Killed with this process (nodes.sh stops it with SIGKILL): an orphaned subscriber would outlive it, and double
+  // a restarted record's.
+  const events = spawn('setpriv', ['--pdeathsig', 'TERM', '--', clientBin, ...args], { stdio: ['ignore', 'pipe', 'inherit'] });
   const up = setTimeout(() => watchProc(false), 1_000);
   events.on('exit', (code) => {
     clearTimeout(up);
     watchProc(true);
-    console.error(`node-record ${node}: ctr events exited (${code}); subscribing again`);
-    setTimeout(subscribe, 200);
+    console.error(`node-record ${node}: ${client} events exited (${code}); subscribing again`);
+    setTimeout(() => follow(args, read), 200);
   });
-  createInterface({ input: events.stdout }).on('line', (line) => {
-    const e = parseContainerdEvent(line);
-    if (!e) return;
-    // Ask for the owner at creation, while the container surely exists; later events reuse the answer.
-    const owner = ownerOf(e.containerId);
-    if (e.kind === 'created') return;
-    void owner.then((o) => {
-      if (!o) return;
-      if (e.kind === 'exited') {
-        const r = running.get(e.containerId);
-        const seen = r?.goneSeen;
-        const earlier = seen !== undefined && Date.parse(seen) < Date.parse(e.t);
-        const code = e.exitCode !== undefined ? exitOf(e.exitCode) : {};
-        writeExit(e.containerId, o, e.pid ?? r?.pid, earlier ? seen : e.t, earlier ? { ...code, source: 'proc', containerdAt: e.t } : code);
-        return;
-      }
-      const sandbox = o.container === undefined;
-      if (e.pid !== undefined) running.set(e.containerId, { owner: o, pid: e.pid, startTime: procStat(e.pid)?.startTime });
-      write({
-        t: e.t,
-        node,
-        namespace: o.namespace,
-        pod: o.pod,
-        uid: o.uid,
-        ...(sandbox ? {} : { container: o.container }),
-        event: sandbox ? 'pod-started' : 'container-started',
-        ...(e.pid !== undefined ? { pid: e.pid } : {}),
+  read(events.stdout);
+}
+
+/** containerd: `ctr events`, one line an event, owners from the container's labels (`ctr containers info`). */
+function followContainerd(): void {
+  const owners = new Map<string, Promise<Owner | undefined>>();
+  const ownerOf = (id: string): Promise<Owner | undefined> => {
+    let o = owners.get(id);
+    if (!o) {
+      o = run(clientBin, ['--address', address, '-n', 'k8s.io', 'containers', 'info', id], { maxBuffer: 16 << 20 })
+        .then(({ stdout }) => {
+          const labels = (JSON.parse(stdout) as { Labels?: Record<string, string> }).Labels ?? {};
+          const pod = labels['io.kubernetes.pod.name'];
+          if (!pod) return undefined;
+          return {
+            namespace: labels['io.kubernetes.pod.namespace'] ?? '',
+            pod,
+            uid: labels['io.kubernetes.pod.uid'] ?? '',
+            container: labels['io.kubernetes.container.name'],
+          };
+        })
+        .catch(() => {
+          owners.delete(id); // containerd unreachable for a moment (restarting): ask again next time
+          return undefined;
+        });
+      owners.set(id, o);
+    }
+    return o;
+  };
+  follow(['--address', address, '-n', 'k8s.io', 'events'], (stdout) =>
+    createInterface({ input: stdout }).on('line', (line) => {
+      const e = parseContainerdEvent(line);
+      if (!e) return;
+      // Ask for the owner at creation, while the container surely exists; later events reuse the answer.
+      const owner = ownerOf(e.containerId);
+      if (e.kind === 'created') return;
+      void owner.then((o) => {
+        if (!o) return;
+        if (e.kind === 'exited') recordExit(e.containerId, o, e);
+        else recordStart(e.containerId, o, e.t, e.pid);
       });
+    }),
+  );
+}
+
+/**
+ * CRI-O: `crictl events -o json` (CRI GetContainerEvents; crio needs enable_pod_events), events that carry their
+ * owner but no pid: the pid is asked of `crictl inspect` at the start. A container's events are handled in order, so
+ * its exit never overtakes its start's pid lookup.
+ */
+function followCrio(): void {
+  const crictl = ['-c', '/dev/null', '--runtime-endpoint', `unix://${address}`]; // no config file: no warning each call
+  const pidOf = (id: string, sandbox: boolean): Promise<number | undefined> =>
+    run(clientBin, [...crictl, sandbox ? 'inspectp' : 'inspect', '-o', 'json', id], { maxBuffer: 16 << 20 })
+      .then(({ stdout }) => parseCrictlInspectPid(stdout)) // none for a sandbox without an infra process
+      .catch(() => undefined); // gone already, or crio restarting: the exit still comes as an event
+  const queues = new Map<string, Promise<void>>();
+  follow([...crictl, 'events', '-o', 'json'], (stdout) => {
+    const split = jsonObjectSplitter(); // one per subscription: an event cut by a restart is not glued to the next
+    stdout.setEncoding('utf8').on('data', (chunk: string) => {
+      for (const text of split(chunk)) {
+        const e = parseCrioEvent(text);
+        if (!e || e.kind === 'created') continue;
+        const id = e.containerId;
+        const handled = (queues.get(id) ?? Promise.resolve()).then(async () => {
+          if (e.kind === 'exited') return recordExit(id, e.owner, e);
+          if (!startWritten.has(id)) recordStart(id, e.owner, e.t, await pidOf(id, e.owner.container === undefined));
+        });
+        queues.set(id, handled);
+        void handled.finally(() => queues.get(id) === handled && queues.delete(id));
+      }
     });
   });
 }
-subscribe();
+
+if (runtime === 'crio') followCrio();
+else followContainerd();
 
 // The kubelet's log, followed from its current end: every "Killing container with a grace period" line.
 let offset = existsSync(kubeletLog) ? statSync(kubeletLog).size : 0;
