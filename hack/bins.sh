@@ -163,10 +163,14 @@ if [[ ! -f "$pause/.complete" ]]; then
   touch "$pause/.complete"
 fi
 
+# CRI-O for the second node (hack/bins-crio.sh), patched so conmon can have its own cgroup on cgroup v1 with
+# cgroupfs (OpenShift's layout, which stock 1.36.3 fails on such a host: see the patch).
+crio="$(CRIO_CONMON_CGROUP_PATCH=1 "$here/bins-crio.sh" | tail -1)"
+
 # One directory of symlinks, so callers need a single path.
 bin="$cache/bin"
 mkdir -p "$bin"
-for d in "$k8s" "$etcd" "$sidecars" "$containerd" "$cni" "$images" "$kwok" "$hostpath" "$registrar" "$livenessprobe" "$healthmonitor" "$pause" "$helm" "$prometheus"; do
+for d in "$k8s" "$etcd" "$sidecars" "$containerd" "$cni" "$images" "$kwok" "$hostpath" "$registrar" "$livenessprobe" "$healthmonitor" "$pause" "$helm" "$prometheus" "$crio"; do
   for f in "$d"/*; do ln -sfn "$f" "$bin/$(basename "$f")"; done
 done
 echo "binaries in $bin" >&2

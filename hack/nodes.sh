@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Real nodes for the local cluster, the way kind runs them but without the outer container: each node is a set
 # of namespaces held by one anchor process (network, mount, UTS), a veth into a bridge this script creates, and
-# inside it containerd (runc, CNI bridge), a kubelet and a kube-proxy of its own. Nothing is routed off the
+# inside it a container runtime (runc, CNI bridge), a kubelet and a kube-proxy of its own. The runtimes are mixed,
+# as in a cluster halfway through a runtime migration: node-1 runs containerd, node-2 CRI-O with conmon in
+# OpenShift's layout (NODE_RUNTIMES overrides, one word per node). Nothing is routed off the
 # machine; the host's default route, iptables and mounts are not touched, and `down` undoes the rest (cgroups,
 # kernel sysctls the kubelet sets, the bridge).
 #   hack/nodes.sh up                 start every node (idempotent), import the images, wait until Ready
 #   hack/nodes.sh down               stop every node and remove all it made on the host
-#   hack/nodes.sh stop|start <node> <kubelet|containerd|kube-proxy>   a fault: stop (SIGKILL) or start one part
+#   hack/nodes.sh stop|start <node> <kubelet|runtime|kube-proxy>   a fault: stop (SIGKILL) or start one part
+#                                    (runtime: the node's containerd or crio)
+#   hack/nodes.sh runtime <node>     which runtime the node runs: containerd or crio
 #   hack/nodes.sh freeze|thaw <node> the kubelet stops talking (SIGSTOP) while containers keep running
 #   hack/nodes.sh exec <node> cmd…   run a command inside a node's namespaces
 #   hack/nodes.sh images             import every image built since into the running nodes (make image)
@@ -18,6 +22,7 @@ pki="$local_dir/pki" logs="$local_dir/logs" nodes_dir="$local_dir/nodes"
 node_net="${NODE_NET:-10.200}"          # node addresses <net>.0.<10+i>, the host (API server) <net>.0.1
 pod_net="${POD_NET:-10.244}"            # pod addresses <pod_net>.<i>.0/24 on node i
 node_count="${NODE_COUNT:-2}"
+read -r -a node_runtimes <<<"${NODE_RUNTIMES:-containerd crio}"
 api_port="${APISERVER_PORT:-16443}"
 # Names on the host carry a hash of the state directory, so a second cluster beside this one does not collide.
 cluster_id="$(echo "$local_dir" | sha256sum | cut -c1-6)"
@@ -31,6 +36,14 @@ log() { echo "[nodes] $*" >&2; }
 die() { log "$*"; exit 1; }
 node_names() { local i; for ((i = 1; i <= node_count; i++)); do echo "node-$i"; done; }
 node_index() { echo "${1#node-}"; }
+# The runtime of node i: the i-th word of NODE_RUNTIMES, the last word for the nodes beyond.
+runtime_of() {
+  local i; i="$(node_index "$1")"
+  local r="${node_runtimes[$((i - 1))]:-${node_runtimes[-1]}}"
+  [[ "$r" == containerd || "$r" == crio ]] || die "NODE_RUNTIMES: $r is not containerd or crio"
+  echo "$r"
+}
+runtime_socket() { echo "$nodes_dir/$1/$(runtime_of "$1")/$(runtime_of "$1").sock"; }
 pid_of() { cat "$nodes_dir/$1/pids/$2" 2>/dev/null; }
 alive() { local p; p="$(pid_of "$1" "$2")" && [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null; }
 in_node() { local n="$1"; shift; nsenter --target "$(pid_of "$n" anchor)" --net --mount --uts -- "$@"; }
@@ -74,9 +87,86 @@ current-context: local
 KC
 }
 
+# The runtime's configuration file, relative to the node's directory.
+runtime_config() { if [[ "$(runtime_of "$1")" == crio ]]; then echo crio/crio.conf; else echo containerd/config.toml; fi; }
+
+# CRI-O 1.36 (hack/bins-crio.sh) as OpenShift's nodes run it: conmon as the monitor, in a cgroup of its own in the
+# pod's (monitor_cgroup "pod" with infra_ctr_cpuset set, which OpenShift's performance profiles set), runc as the
+# runtime. Storage under the node's directory; the run root at CRI-O's standard path in the node's own /run, where a
+# DaemonSet reads the container bundles as it would on any CRI-O node. No seccomp (built without cgo), no
+# SELinux/AppArmor, no NRI, no hostport iptables rules: nothing written outside the node.
+write_crio_config() { # write_crio_config <node> <bin dir>
+  local n="$1" bin="$2" d="$nodes_dir/$1" cpus
+  mkdir -p "$d/crio/crio.conf.d"
+  cpus="$(cat /sys/fs/cgroup/cpuset/cpuset.cpus 2>/dev/null || cat /sys/fs/cgroup/cpuset.cpus.effective)"
+  cat >"$d/crio/policy.json.new" <<'JSON'
+{"default": [{"type": "insecureAcceptAnything"}]}
+JSON
+  cat >"$d/crio/crio.conf.new" <<TOML
+[crio]
+root = "$d/crio/storage"
+runroot = "/run/containers/storage"
+storage_driver = "overlay"
+log_dir = "/var/log/crio/pods"
+version_file = "/run/crio/version"
+clean_shutdown_file = "$d/crio/clean.shutdown"
+# A repair after an unclean stop (the restart fault) could drop the preloaded images: there is no registry.
+internal_repair = false
+
+[crio.api]
+listen = "$d/crio/crio.sock"
+stream_address = "127.0.0.1"
+
+[crio.runtime]
+default_runtime = "runc"
+cgroup_manager = "cgroupfs"
+selinux = false
+apparmor_profile = "unconfined"
+seccomp_profile = ""
+irqbalance_config_file = ""
+irqbalance_config_restore_file = "disable"
+hooks_dir = []
+cdi_spec_dirs = []
+decryption_keys_path = "$d/crio/keys"
+container_exits_dir = "/run/crio/exits"
+container_attach_socket_dir = "/run/crio"
+namespaces_dir = "/run/crio/ns"
+pinns_path = "$bin/pinns"
+enable_criu_support = false
+infra_ctr_cpuset = "$cpus"
+enable_pod_events = true
+disable_hostport_mapping = true
+
+[crio.runtime.runtimes.runc]
+runtime_path = "$root/hack/crio-runc.sh"
+runtime_type = "oci"
+runtime_root = "/run/runc"
+monitor_path = "$(command -v conmon)"
+monitor_cgroup = "pod"
+monitor_env = ["PATH=$(dirname "$(command -v runc)"):/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"]
+
+[crio.image]
+pause_image = "$pause_image"
+pinned_images = ["$pause_image"]
+signature_policy = "$d/crio/policy.json"
+signature_policy_dir = "$d/crio/policies"
+namespaced_auth_dir = "$d/crio/auth"
+big_files_temporary_dir = "$d/crio/tmp"
+
+[crio.network]
+network_dir = "$d/cni"
+plugin_dirs = ["$bin"]
+
+[crio.nri]
+enable_nri = false
+TOML
+  if cmp -s "$d/crio/policy.json.new" "$d/crio/policy.json"; then rm -f "$d/crio/policy.json.new"; else mv "$d/crio/policy.json.new" "$d/crio/policy.json"; fi
+}
+
 write_configs() { # write_configs <node> <bin dir>
-  local n="$1" bin="$2" d="$nodes_dir/$1" i; i="$(node_index "$1")"
-  mkdir -p "$d/containerd" "$d/cni" "$d/var-lib" "$d/var-log" "$d/pids"
+  local n="$1" bin="$2" d="$nodes_dir/$1" i rt; i="$(node_index "$1")" rt="$(runtime_of "$1")"
+  mkdir -p "$d/$rt" "$d/cni" "$d/var-lib" "$d/var-log" "$d/pids"
+  if [[ "$rt" == crio ]]; then write_crio_config "$n" "$bin"; else
   # containerd: every path under the node's directory; the CRI settings this machine needs (facts §6b).
   cat >"$d/containerd/config.toml.new" <<TOML
 version = 4
@@ -114,6 +204,7 @@ disabled_plugins = ["io.containerd.nri.v1.nri"]
 [plugins."io.containerd.shim.v1.manager"]
   socket_dir = "/run/containerd/s"
 TOML
+  fi
   cat >"$d/cni/10-csi-handover.conflist.new" <<JSON
 {"cniVersion": "1.0.0", "name": "csi-handover", "plugins": [
   {"type": "bridge", "bridge": "cni0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
@@ -131,7 +222,7 @@ failCgroupV1: false
 failSwapOn: false
 cgroupRoot: /$cgroup_prefix-$n
 makeIPTablesUtilChains: false
-containerRuntimeEndpoint: unix://$d/containerd/containerd.sock
+containerRuntimeEndpoint: unix://$(runtime_socket "$n")
 podLogsDir: /var/log/pods
 authentication:
   anonymous: {enabled: false}
@@ -164,7 +255,7 @@ conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeou
 YAML
   # Only what changed is replaced: kube-proxy exits when its configuration file changes under it.
   local f
-  for f in containerd/config.toml cni/10-csi-handover.conflist kubelet.kubeconfig kube-proxy.kubeconfig kubelet.yaml kube-proxy.yaml; do
+  for f in "$(runtime_config "$n")" cni/10-csi-handover.conflist kubelet.kubeconfig kube-proxy.kubeconfig kubelet.yaml kube-proxy.yaml; do
     if cmp -s "$d/$f.new" "$d/$f"; then rm -f "$d/$f.new"; else mv "$d/$f.new" "$d/$f"; fi
   done
 }
@@ -297,23 +388,40 @@ node_up() { # node_up <node> <bin dir>
       cat "$c/cpuset.cpus" >"$c$cgroup_prefix-$n/cpuset.cpus"; cat "$c/cpuset.mems" >"$c$cgroup_prefix-$n/cpuset.mems"
     fi
   done
-  start_part "$n" containerd "$bin/containerd" --config "$d/containerd/config.toml"
-  local deadline=$((SECONDS + 30))
-  until "$bin/ctr" --address "$d/containerd/containerd.sock" version >/dev/null 2>&1; do
-    alive "$n" containerd || { tail -20 "$logs/$n-containerd.log" >&2; die "$n: containerd exited"; }
-    ((SECONDS < deadline)) || die "$n: containerd did not answer in 30s"
-    sleep 0.1
-  done
+  runtime_up "$n" "$bin"
   import_images "$n" "$bin"
   # The node's own record of its containers, for tests and benchmarks (hack/node-record.ts): a host process.
   if ! alive "$n" record; then
-    setsid "$root/hack/node-record.sh" --node "$n" --ctr "$bin/ctr" --address "$d/containerd/containerd.sock" \
+    local runtime_args=(--ctr "$bin/ctr")
+    [[ "$(runtime_of "$n")" == crio ]] && runtime_args=(--runtime crio --crictl "$bin/crictl")
+    setsid "$root/hack/node-record.sh" --node "$n" "${runtime_args[@]}" --address "$(runtime_socket "$n")" \
       --kubelet-log "$logs/$n-kubelet.log" --out "$d/record.jsonl" >>"$logs/$n-record.log" 2>&1 </dev/null &
     echo $! >"$d/pids/record"
   fi
   start_part "$n" kubelet "$bin/kubelet" --config "$d/kubelet.yaml" --kubeconfig "$d/kubelet.kubeconfig" \
     --root-dir /var/lib/kubelet --cert-dir "$d/pki" --hostname-override "$n" --node-ip "$ip" --v=2
   start_part "$n" kube-proxy "$bin/kube-proxy" --config "$d/kube-proxy.yaml" --v=1
+}
+
+runtime_up() { # runtime_up <node> <bin dir>: start the node's runtime (unless it runs) and wait until it answers
+  local n="$1" bin="$2" d="$nodes_dir/$1" rt sock; rt="$(runtime_of "$1")" sock="$(runtime_socket "$1")"
+  if [[ "$rt" == crio ]]; then
+    # taskset (for infra_ctr_cpuset) and conmon come from PATH.
+    start_part "$n" crio "$bin/crio" --config "$d/crio/crio.conf" --config-dir "$d/crio/crio.conf.d"
+  else
+    start_part "$n" containerd "$bin/containerd" --config "$d/containerd/config.toml"
+  fi
+  local deadline=$((SECONDS + 30))
+  until runtime_answers "$bin" "$rt" "$sock"; do
+    alive "$n" "$rt" || { tail -20 "$logs/$n-$rt.log" >&2; die "$n: $rt exited"; }
+    ((SECONDS < deadline)) || die "$n: $rt did not answer in 30s"
+    sleep 0.1
+  done
+}
+
+runtime_answers() { # runtime_answers <bin dir> <runtime> <socket>
+  if [[ "$2" == crio ]]; then "$1/crictl" --runtime-endpoint "unix://$3" --timeout 2s version >/dev/null 2>&1
+  else "$1/ctr" --address "$3" version >/dev/null 2>&1; fi
 }
 
 # ctr_k8s <bin dir> <socket> <ctr args…>: ctr in the CRI namespace; it warns about cgroup v1 on every call, so
@@ -323,16 +431,23 @@ ctr_k8s() {
   "$bin/ctr" --address "$sock" -n k8s.io "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2)
 }
 
-import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's containerd
-  local n="$1" bin="$2" sock="$nodes_dir/$1/containerd/containerd.sock" have tar ref images
+import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's runtime
+  local n="$1" bin="$2" d="$nodes_dir/$1" sock have tar ref images rt; sock="$(runtime_socket "$1")" rt="$(runtime_of "$1")"
   # Built first, so a failed build stops here (a process substitution would hide its exit status).
   images="$(CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/images.sh")" || die "$n: building the images failed (above)"
   # Tarball names carry their content's key: another one under a tag than the last imported is a rebuilt image.
-  have="$nodes_dir/$n/images-imported"
+  have="$d/images-imported"
   touch "$have"
   while read -r ref tar; do
     [[ "$(awk -v r="$ref" '$1 == r { t = $2 } END { print t }' "$have")" == "$tar" ]] && continue
-    ctr_k8s "$bin" "$sock" images import "$tar" >/dev/null
+    if [[ "$rt" == crio ]]; then
+      # CRI-O pulls only from registries: its own copyimg writes the tarball into its storage, in the node's mount
+      # namespace (the run root is the node's /run); containers/storage's locks make this safe beside a running crio.
+      in_node "$n" "$bin/copyimg" --root "$d/crio/storage" --runroot /run/containers/storage --storage-driver overlay \
+        --signature-policy "$d/crio/policy.json" --import-from "docker-archive:$tar" --image-name "$ref" >/dev/null
+    else
+      ctr_k8s "$bin" "$sock" images import "$tar" >/dev/null
+    fi
     echo "$ref $tar" >>"$have"
   done <<<"$images"
   log "$n: images imported"
@@ -398,9 +513,9 @@ down() {
     for part in record kube-proxy kubelet; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
   done
   # shellcheck disable=SC2046
-  kill_and_wait KILL $(node_processes | grep -vxF -f <(for n in $(node_names); do pid_of "$n" anchor; pid_of "$n" containerd; done) || true)
+  kill_and_wait KILL $(node_processes | grep -vxF -f <(for n in $(node_names); do pid_of "$n" anchor; pid_of "$n" "$(runtime_of "$n")"; done) || true)
   for n in $(node_names); do
-    for part in containerd anchor; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
+    for part in "$(runtime_of "$n")" anchor; do alive "$n" "$part" && kill_and_wait KILL "$(pid_of "$n" "$part")"; done
     rm -f "$nodes_dir/$n/pids/"*
   done
   pids="$(node_processes | xargs)"
@@ -419,16 +534,19 @@ case "${1:-}" in
   up) up ;;
   down) down ;;
   processes) node_processes ;;
-  stop) alive "$2" "$3" && kill_and_wait KILL "$(pid_of "$2" "$3")"; rm -f "$nodes_dir/$2/pids/$3" ;;
+  stop)
+    part="$3"; [[ "$part" == runtime ]] && part="$(runtime_of "$2")"
+    alive "$2" "$part" && kill_and_wait KILL "$(pid_of "$2" "$part")"; rm -f "$nodes_dir/$2/pids/$part" ;;
   start)
     bin="$(bin_dir)"
     case "$3" in
-      kubelet|kube-proxy|containerd) node_up "$2" "$bin" ;;
-      *) die "start: kubelet, kube-proxy or containerd" ;;
+      kubelet|kube-proxy|runtime|containerd|crio) node_up "$2" "$bin" ;;
+      *) die "start: kubelet, kube-proxy or runtime" ;;
     esac ;;
   freeze) kill -STOP "$(pid_of "$2" kubelet)" ;;
   thaw) kill -CONT "$(pid_of "$2" kubelet)" ;;
   exec) n="$2"; shift 2; in_node "$n" "$@" ;;
-  images) bin="$(bin_dir)"; for n in $(node_names); do alive "$n" containerd && import_images "$n" "$bin"; done ;;
-  *) echo "usage: $0 up|down|processes|stop|start|freeze|thaw|exec|images" >&2; exit 2 ;;
+  runtime) runtime_of "$2" ;;
+  images) bin="$(bin_dir)"; for n in $(node_names); do alive "$n" "$(runtime_of "$n")" && import_images "$n" "$bin"; done ;;
+  *) echo "usage: $0 up|down|processes|stop|start|freeze|thaw|exec|runtime|images" >&2; exit 2 ;;
 esac

@@ -105,9 +105,20 @@ export async function setPartitioned(node: string, partitioned: boolean): Promis
   await run(join(repoRoot, 'hack', 'nodes.sh'), [partitioned ? 'freeze' : 'thaw', node], { env: process.env });
 }
 
-/** Stops or starts one of a real node's own processes (hack/nodes.sh stop|start); containers keep running. */
-export async function nodeComponent(action: 'stop' | 'start', node: string, component: 'kubelet' | 'containerd'): Promise<void> {
+/**
+ * Stops or starts one of a real node's own processes (hack/nodes.sh stop|start); containers keep running.
+ * `runtime`: the node's containerd or crio (their containers live on under containerd's shims or conmon).
+ */
+export async function nodeComponent(action: 'stop' | 'start', node: string, component: 'kubelet' | 'runtime'): Promise<void> {
   await run(join(repoRoot, 'hack', 'nodes.sh'), [action, node, component], { env: process.env, maxBuffer: 16 << 20 });
+}
+
+/** Each real node's container runtime, as its kubelet reports it: node name → `containerd` or `cri-o`. */
+export async function nodeRuntimes(http: KubeHttp): Promise<Map<string, string>> {
+  const nodes = await http.get<{ items: { metadata?: { name?: string }; status?: { nodeInfo?: { containerRuntimeVersion?: string } } }[] }>('/api/v1/nodes', {
+    labelSelector: '!csi-handover.io/kwok',
+  });
+  return new Map(nodes.items.map((n) => [n.metadata?.name ?? '', n.status?.nodeInfo?.containerRuntimeVersion?.split('://')[0] ?? '']));
 }
 
 export const samplesDir = join(repoRoot, 'config', 'samples', 'hostpath');

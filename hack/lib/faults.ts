@@ -16,14 +16,14 @@ export const FAULTS = [
   'etcd-restart', // etcd crashes (SIGKILL) and starts again
   'watch-expiry', // etcd compacted and the API server restarted: every watch resumes with 410 Gone and relists
   'kubelet-restart', // the terminating leader's kubelet is stopped (SIGKILL) for 10 s, then started
-  'containerd-restart', // the terminating leader's containerd is stopped (SIGKILL) for 5 s, then started
+  'runtime-restart', // the terminating leader's container runtime (containerd or CRI-O) is stopped (SIGKILL) for 5 s, then started
   'partition', // the terminating leader's kubelet stops talking (SIGSTOP) for 20 s
   'force-delete', // the terminating leader's pod object is deleted with grace period 0
 ] as const;
 export type Fault = (typeof FAULTS)[number];
 
 /** Faults that act on the old leader's pod or node (the rest act on the operator or the control plane). */
-export const POD_FAULTS: ReadonlySet<Fault> = new Set(['kubelet-restart', 'containerd-restart', 'partition', 'force-delete']);
+export const POD_FAULTS: ReadonlySet<Fault> = new Set(['kubelet-restart', 'runtime-restart', 'partition', 'force-delete']);
 
 export interface FaultTarget {
   http: KubeHttp;
@@ -158,8 +158,8 @@ export async function inject(fault: Fault, t: FaultTarget): Promise<string> {
       return `compacted etcd at revision ${revision} and restarted kube-apiserver`;
     }
     case 'kubelet-restart':
-    case 'containerd-restart': {
-      const component = fault === 'kubelet-restart' ? 'kubelet' : 'containerd';
+    case 'runtime-restart': {
+      const component = fault === 'kubelet-restart' ? 'kubelet' : 'runtime';
       await nodeComponent('stop', node, component);
       try {
         await sleep(component === 'kubelet' ? 10_000 : 5_000);

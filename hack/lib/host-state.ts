@@ -1,7 +1,7 @@
 // What a local cluster with real nodes could change on this machine, read in one go so a test can compare the
 // host before `cluster-up` with the host after `cluster-down`: processes, mounts, network namespaces, links,
 // routes, iptables rules, top-level cgroups, the kernel settings the kubelet and CNI write, and the paths
-// kubelet, containerd and CNI use by default.
+// kubelet, containerd, CRI-O and CNI use by default.
 import { execFile } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
@@ -49,6 +49,17 @@ const DEFAULT_PATHS = [
   '/run/netns',
   '/var/run/netns',
   '/etc/containerd',
+  // CRI-O's, conmon's and containers/storage's defaults (the CRI-O node keeps all of them in its own namespaces).
+  '/run/containers',
+  '/var/run/containers',
+  '/var/lib/containers',
+  '/etc/containers',
+  '/run/crio',
+  '/var/run/crio',
+  '/var/lib/crio',
+  '/var/log/crio',
+  '/etc/crio',
+  '/run/runc',
   '/var/lib/csi-hostpath-data',
   '/run/nri',
   '/var/run/nri',

@@ -1,8 +1,9 @@
 // Safety: a lease is released only for a holder proven dead. With the nodes' fault switches, the
 // operator must not release for a force-deleted pod, a pod on a partitioned node, or a pod whose node's kubelet
-// or containerd is down while it is deleted; in each case the lease changes hands only after the old holder's
+// or runtime (containerd on one node, CRI-O on the other) is down while it is deleted; in each case the lease changes hands only after the old holder's
 // processes are gone (the node records when they exited). The node witness runs throughout: its evidence must
 // change none of that (it sees the processes run on, and the operator does not trust it for a force deletion).
+import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
@@ -12,6 +13,7 @@ import {
   kubectl,
   nodeComponent,
   nodeEvents,
+  nodeRuntimes,
   SAMPLE_DEPLOYMENT,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
@@ -41,6 +43,31 @@ async function waitReplacedAndLeasesHeld(old: string, recorder: LeaseRecorder): 
     return pods.some((p) => p.metadata?.name === old) ? undefined : pods;
   });
   await recorder.waitSeenHeldBy(after, 120_000);
+}
+
+/**
+ * The settled leader, on a node of `runtime`: when it is elsewhere, the other nodes are cordoned and it is
+ * deleted, so its replacement (which takes the leases, the ordinary handover) starts on such a node.
+ */
+async function leaderOnRuntime(runtime: string): Promise<V1Pod> {
+  const leader = await settledSampleLeader(http);
+  const runtimes = await nodeRuntimes(http);
+  if (runtimes.get(leader.spec?.nodeName ?? '') === runtime) return leader;
+  const others = [...runtimes].filter(([, r]) => r !== runtime).map(([n]) => n);
+  expect(others.length, `a node on ${runtime}`).toBeLessThan(runtimes.size);
+  const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+  await recorder.start();
+  try {
+    for (const n of others) await kubectl('cordon', n);
+    await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${leader.metadata?.name ?? ''}`);
+    await waitReplacedAndLeasesHeld(leader.metadata?.name ?? '', recorder);
+  } finally {
+    recorder.stop();
+    for (const n of others) await kubectl('uncordon', n);
+  }
+  const moved = await settledSampleLeader(http);
+  expect(runtimes.get(moved.spec?.nodeName ?? ''), `the leader ${moved.metadata?.name ?? ''} on a ${runtime} node`).toBe(runtime);
+  return moved;
 }
 
 /** When the node saw the last container of `pod` exit. */
@@ -137,10 +164,15 @@ describe('no release without proof of death', () => {
     }
   });
 
-  it.each(['kubelet', 'containerd'] as const)(
+  // The runtime down on each kind of node: containerd's containers live on under their shims, CRI-O's under conmon.
+  it.each([
+    ['kubelet', 'kubelet', undefined],
+    ['containerd', 'runtime', 'containerd'],
+    ['CRI-O', 'runtime', 'cri-o'],
+  ] as const)(
     "the leader deleted while its node's %s is down: nothing released until it is back and the processes are gone",
-    async (component) => {
-      const leader = await settledSampleLeader(http);
+    async (_what, component, runtime) => {
+      const leader = runtime ? await leaderOnRuntime(runtime) : await settledSampleLeader(http);
       const name = leader.metadata?.name ?? '';
       const node = leader.spec?.nodeName ?? '';
       const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
@@ -154,7 +186,7 @@ describe('no release without proof of death', () => {
         // Longer than the lease duration: the old leader keeps running and renewing, so nothing may release.
         const windowEnd = Date.now() + LEASE_MS + 5_000;
         await waitFor('the observation window', LEASE_MS + 10_000, () => Date.now() >= windowEnd, 500);
-        for (const lease of leases) expect(recorder.holder(lease), `${lease} while ${component} is down`).toBe(name);
+        for (const lease of leases) expect(recorder.holder(lease), `${lease} while ${node}'s ${component} is down`).toBe(name);
         expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
         restartedAt = Date.now();
         await nodeComponent('start', node, component);

@@ -67,7 +67,7 @@ afterAll(async () => {
 });
 
 describe('real nodes', () => {
-  it('two kubelets on containerd register Ready, each with its own address', async () => {
+  it('two kubelets register Ready, node-1 on containerd and node-2 on CRI-O, each with its own address', async () => {
     const nodes = await http.get<{
       items: {
         metadata: { name: string };
@@ -75,10 +75,11 @@ describe('real nodes', () => {
       }[];
     }>('/api/v1/nodes', { labelSelector: '!csi-handover.io/kwok' });
     expect(nodes.items.map((n) => n.metadata.name).sort()).toEqual(['node-1', 'node-2']);
-    for (const n of nodes.items) {
-      expect(n.status.nodeInfo.kubeletVersion).toBe('v1.36.3');
-      expect(n.status.nodeInfo.containerRuntimeVersion).toBe('containerd://2.4.2');
-    }
+    for (const n of nodes.items) expect(n.status.nodeInfo.kubeletVersion).toBe('v1.36.3');
+    expect(Object.fromEntries(nodes.items.map((n) => [n.metadata.name, n.status.nodeInfo.containerRuntimeVersion]))).toEqual({
+      'node-1': 'containerd://2.4.2',
+      'node-2': 'cri-o://1.36.3',
+    });
     const ips = nodes.items.map((n) => n.status.addresses.find((a) => a.type === 'InternalIP')?.address).sort();
     expect(ips).toEqual(['10.201.0.11', '10.201.0.12']);
   });
@@ -188,18 +189,22 @@ describe('real nodes', () => {
     expect(after.status?.containerStatuses?.[0]).toMatchObject({ containerID: before.status?.containerStatuses?.[0]?.containerID, restartCount: 0 });
   });
 
-  it('containerd restarted: containers keep running under their shims, and new pods start', async () => {
-    const before = await running('net-b');
-    await run(nodesScript, ['stop', 'node-2', 'containerd'], { env });
-    await run(nodesScript, ['start', 'node-2', 'containerd'], { env, maxBuffer: 16 << 20 });
+  it.each([
+    ['containerd', 'node-1', 'their shims', 'net-a'],
+    ['CRI-O', 'node-2', 'conmon', 'net-b'],
+  ])('%s restarted (%s): containers keep running under %s, and new pods start', async (runtime, node, _monitor, existing) => {
+    const before = await running(existing);
+    await run(nodesScript, ['stop', node, 'runtime'], { env });
+    await run(nodesScript, ['start', node, 'runtime'], { env, maxBuffer: 16 << 20 });
+    const name = `after-${runtime.toLowerCase()}`;
     await http.request('POST', '/api/v1/namespaces/default/pods', {
-      body: pod('after-containerd', 'node-2', 'trap "exit 0" TERM; while :; do sleep 0.2; done'),
+      body: pod(name, node, 'trap "exit 0" TERM; while :; do sleep 0.2; done'),
     });
-    const fresh = await running('after-containerd');
-    const after = await running('net-b');
+    const fresh = await running(name);
+    const after = await running(existing);
     expect(after.status?.containerStatuses?.[0]).toMatchObject({ containerID: before.status?.containerStatuses?.[0]?.containerID, restartCount: 0 });
-    expect((await kubectl('exec', 'net-b', '--', 'echo', 'still-here')).trim()).toBe('still-here');
-    // The node's record follows containerd across its restart.
+    expect((await kubectl('exec', existing, '--', 'echo', 'still-here')).trim()).toBe('still-here');
+    // The node's record follows its runtime across the restart.
     await waitFor('the new pod in the node record', 10_000, async () =>
       (await nodeEvents(dir)).some((e) => e.uid === fresh.metadata.uid && e.event === 'container-started'),
     );
