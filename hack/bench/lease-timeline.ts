@@ -4,7 +4,7 @@
 // release, the acquisition) and the new sidecar's own log (its first attempt). Pure: the inputs are collected
 // by measure-rollout.ts, the output is printed by make bench and make demo.
 import type { NodeEvent } from '../lib/node-events.js';
-import type { Handover } from './handovers.js';
+import { gapStats, type Handover } from './handovers.js';
 
 /** What a Pod watch saw of one pod, times of arrival here (ms). */
 export interface PodSightings {
@@ -26,6 +26,8 @@ export interface LeaseTimeline {
   lease: string;
   sidecar: string;
   oldPod: string;
+  /** the old leader's node, as its own record names it */
+  oldNode?: string;
   newPod: string;
   sigterm?: number;
   lastExit?: number;
@@ -81,6 +83,7 @@ export function leaseTimelines(
       lease: h.lease,
       sidecar,
       oldPod: h.oldHolder,
+      oldNode: events.find((e) => e.pod === h.oldHolder)?.node ?? oldPod?.node,
       newPod: h.newHolder,
       sigterm: t0 === undefined ? undefined : 0,
       lastExit: rel(latest(of(h.oldHolder, 'container-exited').filter((t) => t0 === undefined || t >= t0))),
@@ -96,6 +99,45 @@ export function leaseTimelines(
       acquired: rel(h.acquiredAt) ?? NaN,
     };
   });
+}
+
+/** The witness's and the handover's figures for the old leaders on one kind of node (p50s, ms after SIGTERM). */
+export interface RuntimeFigures {
+  runtime: string;
+  /** handovers whose old leader ran on such a node */
+  count: number;
+  /** the instant the witness found every container exited */
+  proven?: number;
+  released?: number;
+  /** SIGTERM → the new holder: the gap */
+  gap?: number;
+}
+
+/**
+ * The timelines grouped by the container runtime of the old leader's node (`runtimeOf`: node → runtime, as the
+ * kubelet reports it): does the witness prove deaths as early on a CRI-O node as on a containerd one?
+ * Timelines whose node is unknown are left out.
+ */
+export function figuresByRuntime(rows: readonly LeaseTimeline[], runtimeOf: ReadonlyMap<string, string>): RuntimeFigures[] {
+  const groups = new Map<string, LeaseTimeline[]>();
+  for (const r of rows) {
+    const runtime = r.oldNode === undefined ? undefined : runtimeOf.get(r.oldNode);
+    if (runtime !== undefined) groups.set(runtime, [...(groups.get(runtime) ?? []), r]);
+  }
+  const p50 = (group: LeaseTimeline[], k: 'proven' | 'released' | 'acquired') =>
+    gapStats(group.map((t) => t[k]).filter((v): v is number => v !== undefined && !Number.isNaN(v)))?.p50;
+  return [...groups.entries()]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([runtime, group]) => ({ runtime, count: group.length, proven: p50(group, 'proven'), released: p50(group, 'released'), gap: p50(group, 'acquired') }));
+}
+
+/** One line per runtime: how many handovers, and the p50s, in seconds after SIGTERM. */
+export function formatRuntimeFigures(figures: readonly RuntimeFigures[]): string[] {
+  const s = (v: number | undefined) => (v === undefined ? '—' : `${(v / 1000).toFixed(2)}s`);
+  return figures.map(
+    (f) =>
+      `${f.runtime.padEnd(10)} ${String(f.count).padStart(3)} handover(s): SIGTERM → proven p50 ${s(f.proven)}, → release ${s(f.released)}, gap ${s(f.gap)}`,
+  );
 }
 
 /** A fixed-width table: one line per lease, a column per step, seconds after SIGTERM. */

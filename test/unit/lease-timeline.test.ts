@@ -1,6 +1,14 @@
 import { describe, expect, it } from 'vitest';
 import type { Handover } from '../../hack/bench/handovers.js';
-import { firstAttemptIn, formatTimelines, leaseTimelines, type PodSightings } from '../../hack/bench/lease-timeline.js';
+import {
+  figuresByRuntime,
+  firstAttemptIn,
+  formatRuntimeFigures,
+  formatTimelines,
+  type LeaseTimeline,
+  leaseTimelines,
+  type PodSightings,
+} from '../../hack/bench/lease-timeline.js';
 import type { NodeEvent } from '../../hack/lib/node-events.js';
 
 const T = Date.parse('2026-12-03T12:00:00Z');
@@ -37,6 +45,7 @@ describe('leaseTimelines', () => {
       lease: 'attacher-lease',
       sidecar: 'csi-attacher',
       oldPod: 'old',
+      oldNode: 'node-1',
       newPod: 'new',
       sigterm: 0,
       lastExit: 310,
@@ -59,6 +68,42 @@ describe('leaseTimelines', () => {
     const [row] = leaseTimelines([h], (l) => l, new Map(), [], new Map());
     expect(row?.released).toBeUndefined();
     expect(row?.acquired).toBeNaN();
+  });
+});
+
+describe('figuresByRuntime', () => {
+  const row = (oldNode: string | undefined, proven: number | undefined, acquired: number): LeaseTimeline => ({
+    lease: `l-${String(proven)}-${acquired}`,
+    sidecar: 's',
+    oldPod: 'old',
+    ...(oldNode ? { oldNode } : {}),
+    newPod: 'new',
+    ...(proven !== undefined ? { proven } : {}),
+    released: acquired - 100,
+    acquired,
+  });
+  const runtimes = new Map([
+    ['node-1', 'containerd'],
+    ['node-2', 'cri-o'],
+  ]);
+
+  it('groups the handovers by the runtime of the old leader’s node, each with its own p50s', () => {
+    const rows = [row('node-1', 300, 1500), row('node-1', 340, 1700), row('node-1', 320, 1600), row('node-2', 360, 1800), row('node-2', undefined, 2000)];
+    expect(figuresByRuntime(rows, runtimes)).toEqual([
+      { runtime: 'containerd', count: 3, proven: 320, released: 1500, gap: 1600 },
+      // A handover without proof (the witness saw nothing) counts, but has no proven time.
+      { runtime: 'cri-o', count: 2, proven: 360, released: 1700, gap: 1800 },
+    ]);
+  });
+
+  it('leaves out a handover whose node is unknown or not a real node', () => {
+    expect(figuresByRuntime([row(undefined, 300, 1500), row('kwok-1', 300, 1500)], runtimes)).toEqual([]);
+  });
+
+  it('prints one line per runtime', () => {
+    expect(formatRuntimeFigures([{ runtime: 'cri-o', count: 2, proven: 360, released: 1700, gap: 1800 }])).toEqual([
+      'cri-o        2 handover(s): SIGTERM → proven p50 0.36s, → release 1.70s, gap 1.80s',
+    ]);
   });
 });
 
