@@ -3,7 +3,6 @@
 // or runtime (containerd on one node, CRI-O on the other) is down while it is deleted; in each case the lease changes hands only after the old holder's
 // processes are gone (the node records when they exited). The node witness runs throughout: its evidence must
 // change none of that (it sees the processes run on, and the operator does not trust it for a force deletion).
-import type { V1Pod } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
@@ -43,31 +42,6 @@ async function waitReplacedAndLeasesHeld(old: string, recorder: LeaseRecorder): 
     return pods.some((p) => p.metadata?.name === old) ? undefined : pods;
   });
   await recorder.waitSeenHeldBy(after, 120_000);
-}
-
-/**
- * The settled leader, on a node of `runtime`: when it is elsewhere, the other nodes are cordoned and it is
- * deleted, so its replacement (which takes the leases, the ordinary handover) starts on such a node.
- */
-async function leaderOnRuntime(runtime: string): Promise<V1Pod> {
-  const leader = await settledSampleLeader(http);
-  const runtimes = await nodeRuntimes(http);
-  if (runtimes.get(leader.spec?.nodeName ?? '') === runtime) return leader;
-  const others = [...runtimes].filter(([, r]) => r !== runtime).map(([n]) => n);
-  expect(others.length, `a node on ${runtime}`).toBeLessThan(runtimes.size);
-  const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
-  await recorder.start();
-  try {
-    for (const n of others) await kubectl('cordon', n);
-    await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${leader.metadata?.name ?? ''}`);
-    await waitReplacedAndLeasesHeld(leader.metadata?.name ?? '', recorder);
-  } finally {
-    recorder.stop();
-    for (const n of others) await kubectl('uncordon', n);
-  }
-  const moved = await settledSampleLeader(http);
-  expect(runtimes.get(moved.spec?.nodeName ?? ''), `the leader ${moved.metadata?.name ?? ''} on a ${runtime} node`).toBe(runtime);
-  return moved;
 }
 
 /** When the node saw the last container of `pod` exit. */
@@ -164,46 +138,53 @@ describe('no release without proof of death', () => {
     }
   });
 
-  // The runtime down on each kind of node: containerd's containers live on under their shims, CRI-O's under conmon.
+  // The runtime down under a leader on each kind of node: containerd's containers live on under their shims,
+  // CRI-O's under conmon. Each of these tests cordons the leader's node until it ends, so the replacement (the next
+  // test's leader) runs on the other node: the two runtime tests stop one runtime each, whichever node comes first.
+  const runtimesStopped: string[] = [];
   it.each([
-    ['kubelet', 'kubelet', undefined],
-    ['containerd', 'runtime', 'containerd'],
-    ['CRI-O', 'runtime', 'cri-o'],
-  ] as const)(
-    "the leader deleted while its node's %s is down: nothing released until it is back and the processes are gone",
-    async (_what, component, runtime) => {
-      const leader = runtime ? await leaderOnRuntime(runtime) : await settledSampleLeader(http);
-      const name = leader.metadata?.name ?? '';
-      const node = leader.spec?.nodeName ?? '';
-      const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
-      await recorder.start();
-      let restartedAt: number | undefined;
-      try {
-        // Down before the deletion, so the stop can only happen after the restart (a kubelet without its
-        // runtime cannot kill; a stopped kubelet never hears of the deletion).
-        await nodeComponent('stop', node, component);
-        await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
-        // Longer than the lease duration: the old leader keeps running and renewing, so nothing may release.
-        const windowEnd = Date.now() + LEASE_MS + 5_000;
-        await waitFor('the observation window', LEASE_MS + 10_000, () => Date.now() >= windowEnd, 500);
-        for (const lease of leases) expect(recorder.holder(lease), `${lease} while ${node}'s ${component} is down`).toBe(name);
-        expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
-        restartedAt = Date.now();
-        await nodeComponent('start', node, component);
-        await waitReplacedAndLeasesHeld(name, recorder);
-      } finally {
-        recorder.stop();
-        await nodeComponent('start', node, component).catch(() => undefined); // a no-op when it runs
-      }
-      const exitedAt = await lastExit(name);
-      expect(exitedAt).toBeGreaterThan(restartedAt ?? Infinity);
-      for (const lease of leases) {
-        const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
-        const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
-        const when = timeline(released, acquired, exitedAt);
-        if (released) expect(released.t, `${lease} released after the old processes exited (${when})`).toBeGreaterThan(exitedAt);
-        expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited (${when})`).toBeGreaterThan(exitedAt);
-      }
-    },
-  );
+    ['kubelet', 'kubelet'],
+    ['runtime (one node)', 'runtime'],
+    ['runtime (the other node)', 'runtime'],
+  ] as const)("the leader deleted while its node's %s is down: nothing released until it is back and the processes are gone", async (_what, component) => {
+    const leader = await settledSampleLeader(http);
+    const name = leader.metadata?.name ?? '';
+    const node = leader.spec?.nodeName ?? '';
+    if (component === 'runtime') runtimesStopped.push((await nodeRuntimes(http)).get(node) ?? `unknown (${node})`);
+    const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
+    await recorder.start();
+    let restartedAt: number | undefined;
+    try {
+      await kubectl('cordon', node);
+      // Down before the deletion, so the stop can only happen after the restart (a kubelet without its
+      // runtime cannot kill; a stopped kubelet never hears of the deletion).
+      await nodeComponent('stop', node, component);
+      await http.request('DELETE', `/api/v1/namespaces/${NS}/pods/${name}`);
+      // Longer than the lease duration: the old leader keeps running and renewing, so nothing may release.
+      const windowEnd = Date.now() + LEASE_MS + 5_000;
+      await waitFor('the observation window', LEASE_MS + 10_000, () => Date.now() >= windowEnd, 500);
+      for (const lease of leases) expect(recorder.holder(lease), `${lease} while ${node}'s ${component} is down`).toBe(name);
+      expect(recorder.observations.filter((o) => o.holder === '')).toEqual([]);
+      restartedAt = Date.now();
+      await nodeComponent('start', node, component);
+      await waitReplacedAndLeasesHeld(name, recorder);
+    } finally {
+      recorder.stop();
+      await nodeComponent('start', node, component).catch(() => undefined); // a no-op when it runs
+      await kubectl('uncordon', node);
+    }
+    const exitedAt = await lastExit(name);
+    expect(exitedAt).toBeGreaterThan(restartedAt ?? Infinity);
+    for (const lease of leases) {
+      const released = recorder.observations.find((o) => o.lease === lease && o.holder === '');
+      const acquired = recorder.observations.find((o) => o.lease === lease && o.holder !== name && o.holder !== '');
+      const when = timeline(released, acquired, exitedAt);
+      if (released) expect(released.t, `${lease} released after the old processes exited (${when})`).toBeGreaterThan(exitedAt);
+      expect(acquired?.t ?? 0, `${lease} changed hands after the old processes exited (${when})`).toBeGreaterThan(exitedAt);
+    }
+  });
+
+  it('stopped the runtime under a leader once on each: containerd and CRI-O', () => {
+    expect([...runtimesStopped].sort()).toEqual(['containerd', 'cri-o']);
+  });
 });
