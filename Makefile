@@ -56,7 +56,7 @@ test-unit: deps
 	npx vitest run --project unit
 
 test-cluster: deps bins
-	npx vitest run --project cluster
+	npx vitest run --project cluster --project second-cluster
 
 # The fault matrix, a short soak, webhook certificate rotation and a killed cluster reclaimed, on the real cluster: not in make test.
 test-reliability: deps bins
@@ -65,7 +65,7 @@ test-reliability: deps bins
 # The last line is the plain "N passed, N failed" summary that CI reads.
 test: deps bins typecheck lint
 	@mkdir -p .local
-	npx vitest run --project unit --project tools --project cluster --reporter=default --reporter=json --outputFile.json=.local/test-results.json; \
+	npx vitest run --project unit --project tools --project cluster --project second-cluster --reporter=default --reporter=json --outputFile.json=.local/test-results.json; \
 	  status=$$?; node hack/test-summary.mjs .local/test-results.json; exit $$status
 
 cluster-up: deps

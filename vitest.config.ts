@@ -9,6 +9,12 @@ const RELIABILITY = [
   'test/cluster/storage-probe.test.ts',
 ];
 
+// real-nodes starts, uses and stops a throwaway second cluster of its own (its own state dir, ports and addresses):
+// it shares nothing with the cluster project's files, so it runs beside them, once the global setup has the main
+// cluster up (Vitest runs every project's global setup before any test). Its host-state checks count only what
+// is its own or nobody's, and the main cluster is up from before it starts until after it ends.
+const SECOND_CLUSTER = ['test/cluster/real-nodes.test.ts'];
+
 export default defineConfig({
   test: {
     projects: [
@@ -20,7 +26,7 @@ export default defineConfig({
         test: {
           name: 'cluster',
           include: ['test/cluster/**/*.test.ts'],
-          exclude: RELIABILITY,
+          exclude: [...RELIABILITY, ...SECOND_CLUSTER],
           // One real cluster serves every cluster test file, one file at a time.
           globalSetup: ['test/cluster/global-setup.ts'],
           fileParallelism: false,
@@ -28,6 +34,7 @@ export default defineConfig({
           hookTimeout: 300_000,
         },
       },
+      { test: { name: 'second-cluster', include: SECOND_CLUSTER, fileParallelism: false, testTimeout: 300_000, hookTimeout: 300_000 } },
       {
         // The fault matrix, a short soak and certificate rotation (make test-reliability): a quarter of an hour on
         // the real cluster, kept out of make test so CI stays within its budget.
