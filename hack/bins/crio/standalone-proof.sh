@@ -10,6 +10,8 @@ set -euo pipefail
 B="$1" S="$2" CPUSET="${CPUSET-0-1}"
 I="$HOME/.cache/csi-handover/images" CNI_BIN="$HOME/.cache/csi-handover/bin"
 UID_="7c0ffee0-0000-4000-8000-000000000002" CG="/crio-try/pod7c0ffee0-0000-4000-8000-000000000002"
+# The CRI-O node's own runc wrapper (what containerd's settings give that CRI-O lacks: hack/crio-runc.sh).
+RUNC="$(cd "$(dirname "$0")/../.." && pwd)/crio-runc.sh"
 mkdir -p "$S"/{etc/crio.conf.d,etc/cni,storage/root,storage/run,run,lib,log/pods,tmp,node/var-lib,node/var-log}
 say() { printf '\n### %s\n' "$*"; }
 
@@ -20,22 +22,6 @@ cat >"$S/etc/cni/10-crio-try.conflist" <<EOF
 {"cniVersion": "1.0.0", "name": "crio-try", "plugins": [{"type": "bridge", "bridge": "crio-try0", "isGateway": true,
   "ipMasq": false, "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.255.77.0/24"}]], "dataDir": "$S/run/cni-ipam"}}]}
 EOF
-cat >"$S/runc-wrapper" <<'EOF'
-#!/bin/sh
-# runc with a negative process.oomScoreAdj raised to 0 at create: this host's capability bounding set has no
-# CAP_SYS_RESOURCE, so runc cannot lower oom_score_adj (what containerd's restrict_oom_score_adj does).
-bundle= prev=
-for a in "$@"; do
-  case "$prev" in --bundle|-b) bundle="$a" ;; esac
-  case "$a" in --bundle=*) bundle="${a#--bundle=}" ;; esac
-  prev="$a"
-done
-if [ -n "$bundle" ] && [ -f "$bundle/config.json" ]; then
-  sed -i -E 's/"oomScoreAdj":[[:space:]]*-[0-9]+/"oomScoreAdj":0/' "$bundle/config.json"
-fi
-exec /usr/sbin/runc "$@"
-EOF
-chmod +x "$S/runc-wrapper"
 cat >"$S/etc/crio.conf" <<EOF
 [crio]
 root = "$S/storage/root"
@@ -71,7 +57,7 @@ enable_pod_events = true
 disable_hostport_mapping = true
 
 [crio.runtime.runtimes.runc]
-runtime_path = "$S/runc-wrapper"
+runtime_path = "$RUNC"
 runtime_type = "oci"
 runtime_root = "$S/run/runc"
 monitor_path = "/usr/bin/conmon"
