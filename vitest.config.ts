@@ -10,8 +10,9 @@ const RELIABILITY = [
 ];
 
 // real-nodes starts, uses and stops a throwaway second cluster of its own (its own state dir, ports and addresses):
-// it shares nothing with the cluster project's files. make test (hack/test.sh) runs it in a vitest run of its own
-// beside theirs, once the main cluster is up: vitest runs a project whose files go one at a time apart from all others.
+// it shares nothing with the cluster project's files, so it runs beside them, once the global setup has the main
+// cluster up (Vitest runs every project's global setup before any test). Its host-state checks count only what
+// is its own or nobody's, and the main cluster is up from before it starts until after it ends.
 const SECOND_CLUSTER = ['test/cluster/real-nodes.test.ts'];
 
 export default defineConfig({
