@@ -9,10 +9,9 @@ const RELIABILITY = [
   'test/cluster/storage-probe.test.ts',
 ];
 
-// real-nodes starts, uses and stops a throwaway second cluster of its own (its own state dir, ports and addresses):
-// it shares nothing with the cluster project's files, so it runs beside them, once the global setup has the main
-// cluster up (Vitest runs every project's global setup before any test). Its host-state checks count only what
-// is its own or nobody's, and the main cluster is up from before it starts until after it ends.
+// real-nodes starts, uses and stops a throwaway second cluster of its own (its own state dir, ports and addresses).
+// Its own project, so it is named apart; Vitest runs it like the cluster files, one file at a time, after them
+// (a project of one-at-a-time files runs apart from every other), with the main cluster up throughout.
 const SECOND_CLUSTER = ['test/cluster/real-nodes.test.ts'];
 
 export default defineConfig({
