@@ -12,7 +12,8 @@ import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { parseArgs, promisify } from 'node:util';
 import type { NodeEvent, Owner, RuntimeEvent } from './lib/node-events.js';
-import { jsonObjectSplitter, parseContainerdEvent, parseCrictlInspectPid, parseCrioEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
+import { jsonObjectSplitter, parseCrictlInspectPid, parseCrioEvent } from './lib/crio-events.js';
+import { parseContainerdEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
 
 const run = promisify(execFile);
 const { values: opts } = parseArgs({

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { jsonObjectSplitter, parseCrictlInspectPid, parseCrioEvent } from '../../hack/lib/node-events.js';
+import { jsonObjectSplitter, parseCrictlInspectPid, parseCrioEvent } from '../../hack/lib/crio-events.js';
 
 // Real output of crictl 1.36.0 `events -o json` from CRI-O 1.36.3 (hack/bins/crio/standalone-proof.sh: a pod with a
 // sleeper, stopped with a 2 s grace it ignores, and a csi-attacher that runs to completion), trimmed to the fields
