@@ -342,10 +342,8 @@ interface Summary {
 const retriedEarly = (x: Summary): string =>
   x.retryGaps ? `; of those, ${x.retryGapsTriedEarly ?? 'n/a'} tried before the release, the rest first tried after it` : '';
 
-/** The real nodes' runtimes (node → containerd, cri-o), read once as the benchmark starts. */
-let nodeRuntimesSeen: ReadonlyMap<string, string> = new Map();
-
-function summarize(s: Scenario, results: RunResult[]): Summary {
+/** `runtimes`: the real nodes' (node → containerd, cri-o), read once as the benchmark starts. */
+function summarize(s: Scenario, results: RunResult[], runtimes: ReadonlyMap<string, string>): Summary {
   const gaps = results.flatMap((r) => r.rollout.handovers.flatMap((h) => (h.gapMs === undefined ? [] : [h.gapMs])));
   const rollouts = results.map((r) => r.rollout.rolloutSeconds).sort((a, b) => a - b);
   const writes = results.map((r) => r.operatorWrites).filter((w): w is number => w !== undefined);
@@ -383,7 +381,7 @@ function summarize(s: Scenario, results: RunResult[]): Summary {
     steps,
     runtimes: figuresByRuntime(
       results.flatMap((r) => r.rollout.timelines ?? []),
-      nodeRuntimesSeen,
+      runtimes,
     ),
     retryGaps: gaps.filter((g) => g > 10_000).length,
     retryGapsTriedEarly: results
@@ -573,7 +571,7 @@ if (report >= 0) {
 
 const list = scenarios();
 await removeStaleProbes(http, log);
-nodeRuntimesSeen = await nodeRuntimes(http);
+const runtimes = await nodeRuntimes(http);
 // An operator left installed by an earlier run is rolled onto the image just built (hack/lib/operator.ts).
 if (await operatorInstalled()) await installOperator(http);
 console.log(`make bench: ${list.length} scenarios: ${list.map((s) => `${name(s)} × ${runsOf(s)}`).join(', ')}\n`);
@@ -597,7 +595,7 @@ for (const s of list) {
     );
   }
   all.push({ scenario: s, runs: results });
-  summaries.push(summarize(s, results));
+  summaries.push(summarize(s, results, runtimes));
   save();
 }
 console.log(
