@@ -2,10 +2,10 @@
 // cgroup of its own beside the container's, the sandbox's cgroup empty (drop_infra_ctr) or running pause. Cgroup and
 // bundle trees laid out in a temporary directory as the kernel and CRI-O lay them out, read by the witness's own
 // sweep step (judgePodCgroups).
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { tempDirs } from './temp-dirs.js';
 import { type CgroupLayout, type CgroupRole, detectLayout } from '../../src/witness/cgroups.js';
 import { type CgroupKind, kindFromAnnotations } from '../../src/witness/runtime.js';
 import { judgePodCgroups } from '../../src/witness/witness.js';
@@ -19,13 +19,7 @@ const C2 = 'c2'.repeat(32);
 const X = 'ee'.repeat(32);
 const T = Date.parse('2026-12-06T09:30:00.250Z');
 
-const dirs: string[] = [];
-const tmp = (): string => {
-  const d = mkdtempSync(join(tmpdir(), 'witness-crio-'));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const tmp = tempDirs('witness-crio-');
 
 /** The annotations CRI-O 1.36 writes in a bundle's config.json. */
 const crio = (type: 'sandbox' | 'container', uid: string): Record<string, string> => ({

@@ -1,11 +1,11 @@
 // The node witness's decisions and readers, on cgroup and bundle trees laid out in a temporary directory as the
 // kernel and containerd lay them out (the cluster test runs it on real nodes).
 import type { V1Pod } from '@kubernetes/client-node';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino } from 'pino';
-import { afterAll, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
+import { tempDirs } from './temp-dirs.js';
 import { DELETION_COST, desiredDeletionCost } from '../../src/handover/deletion-cost.js';
 import { CONTAINERS_EXITED, evidenceMessage, witnessCondition, witnessedNodes, witnessEvidence } from '../../src/handover/witness-evidence.js';
 import type { KubeHttp } from '../../src/kube/http.js';
@@ -21,13 +21,7 @@ const C1 = 'c1'.repeat(32);
 const C2 = 'c2'.repeat(32);
 const T = Date.parse('2026-12-03T11:40:01.123Z');
 
-const dirs: string[] = [];
-const tmp = (): string => {
-  const d = mkdtempSync(join(tmpdir(), 'witness-'));
-  dirs.push(d);
-  return d;
-};
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+const tmp = tempDirs('witness-');
 
 /** A cgroup v1 pids hierarchy under `root` with the kubelet's cgroupRoot `/node-1`: tasks per child cgroup. */
 function v1Tree(tasks: Record<string, number>, qos = 'besteffort'): string {
