@@ -13,7 +13,7 @@ import type { Readable } from 'node:stream';
 import { parseArgs, promisify } from 'node:util';
 import type { NodeEvent, Owner, RuntimeEvent } from './lib/node-events.js';
 import { jsonObjectSplitter, parseCrictlInspectPid, parseCrioEvent } from './lib/crio-events.js';
-import { parseContainerdEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
+import { exitTime, parseContainerdEvent, parseKubeletStop, parseProcStat } from './lib/node-events.js';
 
 const run = promisify(execFile);
 const { values: opts } = parseArgs({
@@ -27,8 +27,8 @@ const { values: opts } = parseArgs({
     out: { type: 'string' },
   },
 });
-const runtime = opts.runtime;
-if (runtime !== 'containerd' && runtime !== 'crio') throw new Error(`node-record: --runtime ${runtime}: containerd or crio`);
+if (opts.runtime !== 'containerd' && opts.runtime !== 'crio') throw new Error(`node-record: --runtime ${opts.runtime}: containerd or crio`);
+const runtime: 'containerd' | 'crio' = opts.runtime;
 const client = runtime === 'crio' ? 'crictl' : 'ctr';
 function required(name: keyof typeof opts): string {
   const v = opts[name];
@@ -103,18 +103,12 @@ function writeExit(id: string, owner: Owner, pid: number | undefined, t: string,
   });
 }
 
-/**
- * An exit the runtime reports, at the time /proc showed it (watchStop) where that is earlier than the runtime's
- * (containerd's stamp lags the kernel) — and on CRI-O wherever /proc showed it: its time, the exit file's change
- * time, comes from the kernel's coarse clock and can be up to a tick (4 ms here) before the death, which would let
- * a release just before the death look like one after it. The /proc time is never early.
- */
+/** An exit the runtime reports, at the earlier of its time and the one /proc showed (watchStop): exitTime. */
 function recordExit(id: string, owner: Owner, e: RuntimeEvent): void {
   const r = running.get(id);
-  const seen = r?.goneSeen;
-  const earlier = seen !== undefined && (runtime === 'crio' || Date.parse(seen) < Date.parse(e.t));
   const code = e.exitCode !== undefined ? exitOf(e.exitCode) : {};
-  writeExit(id, owner, e.pid ?? r?.pid, earlier ? seen : e.t, earlier ? { ...code, source: 'proc', runtimeAt: e.t } : code);
+  const { t, ...how } = exitTime(runtime, e.t, r?.goneSeen);
+  writeExit(id, owner, e.pid ?? r?.pid, t, { ...code, ...how });
 }
 
 /**
@@ -144,8 +138,8 @@ function watchProc(on: boolean): void {
  * an amount that grows with load (CRI-O's, a coarse file time, can also be up to a tick early). Anything
  * that acts on the kernel's view (the node witness reads pids.current, which drops at the reap) can then look
  * earlier than the death it followed. So from the kubelet's stop signal until the exit, the container's process is
- * looked up every 5 ms (18 µs a lookup here), and the record keeps the earlier of the two times (on CRI-O, the
- * /proc one: recordExit): the process seen a zombie or gone (never before it exited, at most a poll late) or the runtime's.
+ * looked up every 5 ms (18 µs a lookup here), and the record keeps the earlier of the two times (exitTime): the
+ * process seen a zombie or gone (never before it exited) or the runtime's.
  */
 const STOP_POLL_MS = 5;
 // A process still there after this long is left to the runtime's time (which then matters less): a standby that

@@ -18,11 +18,33 @@ export interface NodeEvent {
   /**
    * How an exit's time was known when not from the runtime: `proc`, its process seen exited or gone in /proc —
    * while the runtime's event stream was down, or (watched closely after its stop signal) before the time the
-   * runtime stamps, which lags the kernel (hack/node-record.ts). No earlier than the exit, at most a poll later.
+   * runtime stamps, which lags the kernel (hack/node-record.ts, exitTime). Never earlier than the exit.
    */
   source?: 'proc';
-  /** The runtime's own time for an exit that /proc showed first (how late its stamp was). */
+  /** The runtime's own stamp of an exit, where `t` is not it: /proc showed the exit first, or (CRI-O) `t` is the stamp plus a clock tick. */
   runtimeAt?: string;
+}
+
+/**
+ * The granularity of the kernel's coarse clock, which dates a file's change (clock_getres(CLOCK_REALTIME_COARSE) on
+ * these nodes' kernel: 4 ms, HZ=250). A file written at real time w carries a change time in (w - tick, w].
+ */
+export const COARSE_TICK_MS = 4;
+
+/**
+ * The time an exit is recorded at: the earlier of two bounds that both come no earlier than the death. The runtime's:
+ * containerd stamps time.Now() after reaping the process; CRI-O's time is the change time of the exit file conmon
+ * writes after the reap, which the coarse clock can date up to a tick before the write, so its bound is that time
+ * plus a tick. And /proc's, where the close watch ran (`goneSeen`): when it first found the process a zombie or
+ * gone, a poll after the death if it had seen it alive, but as late as the watch began otherwise (it starts on the
+ * kubelet's log line, which may come after the death). Judged by the earlier bound, a release after the death is
+ * never taken for one before it; one before the death by less than the bound's lateness would pass.
+ */
+export function exitTime(runtime: 'containerd' | 'crio', runtimeAt: string, goneSeen?: string): Pick<NodeEvent, 't' | 'source' | 'runtimeAt'> {
+  const stamp = Date.parse(runtimeAt);
+  const bound = runtime === 'crio' ? stamp + COARSE_TICK_MS : stamp;
+  if (goneSeen !== undefined && Date.parse(goneSeen) < bound) return { t: goneSeen, source: 'proc', runtimeAt };
+  return bound === stamp ? { t: runtimeAt } : { t: new Date(bound).toISOString(), runtimeAt };
 }
 
 /** What a runtime says happened to a container (or to a pod's sandbox), by container id. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseContainerdEvent, parseKubeletStop, parseProcStat } from '../../hack/lib/node-events.js';
+import { exitTime, parseContainerdEvent, parseKubeletStop, parseProcStat } from '../../hack/lib/node-events.js';
 
 const ID = '4d24b96deb68750ccddd602a66ff42f7483af6d440005641963062c6f5c24e9b';
 
@@ -72,5 +72,42 @@ describe('parseProcStat (/proc/<pid>/stat, for exits while containerd is down)',
   it('is undefined for what is not a stat line', () => {
     expect(parseProcStat('')).toBeUndefined();
     expect(parseProcStat('15390 (sh) S 1 2')).toBeUndefined();
+  });
+});
+
+describe('exitTime (the earlier of the runtime’s bound and /proc’s, never before the death)', () => {
+  it('containerd: its stamp, when /proc did not show the exit first', () => {
+    expect(exitTime('containerd', '2026-12-06T05:16:37.900Z')).toEqual({ t: '2026-12-06T05:16:37.900Z' });
+    expect(exitTime('containerd', '2026-12-06T05:16:37.900Z', '2026-12-06T05:16:37.950Z')).toEqual({ t: '2026-12-06T05:16:37.900Z' });
+  });
+
+  it('containerd: /proc’s time where it came first (the shim stamps after the reap)', () => {
+    expect(exitTime('containerd', '2026-12-06T05:16:37.960Z', '2026-12-06T05:16:37.917Z')).toEqual({
+      t: '2026-12-06T05:16:37.917Z',
+      source: 'proc',
+      runtimeAt: '2026-12-06T05:16:37.960Z',
+    });
+  });
+
+  it('CRI-O: the exit file’s change time plus a coarse-clock tick, which may date the write a tick early', () => {
+    expect(exitTime('crio', '2026-12-06T05:16:37.897Z')).toEqual({ t: '2026-12-06T05:16:37.901Z', runtimeAt: '2026-12-06T05:16:37.897Z' });
+  });
+
+  it('CRI-O: a close watch that began after the death does not move the exit later (clean-clone CI, 2026-12-06)', () => {
+    // The csi-attacher's record: conmon's exit file at .897, /proc first looked (and found it gone) at .922, the
+    // operator's release seen at .920. Judged by /proc's time the release looked 2 ms early.
+    const e = exitTime('crio', '2026-12-06T05:16:37.897Z', '2026-12-06T05:16:37.922Z');
+    expect(e.t).toBe('2026-12-06T05:16:37.901Z');
+    expect(Date.parse('2026-12-06T05:16:37.920Z')).toBeGreaterThanOrEqual(Date.parse(e.t));
+  });
+
+  it('CRI-O: /proc’s time where it is earlier than the tick-widened change time', () => {
+    expect(exitTime('crio', '2026-12-06T05:16:12.992Z', '2026-12-06T05:16:12.917Z')).toEqual({
+      t: '2026-12-06T05:16:12.917Z',
+      source: 'proc',
+      runtimeAt: '2026-12-06T05:16:12.992Z',
+    });
+    // Within the tick: /proc’s (a bound no later than the widened one) wins.
+    expect(exitTime('crio', '2026-12-06T05:16:12.997Z', '2026-12-06T05:16:12.999Z').t).toBe('2026-12-06T05:16:12.999Z');
   });
 });
