@@ -13,7 +13,7 @@ import { type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { isConflict } from '../../src/kube/errors.js';
 import { parseMetrics } from '../bench/scale-stats.js';
 import { deploySample, kubectl, localDir, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from './cluster.js';
-import { deploymentPath, rolloutComplete, waitLeasesHeldBy, waitRolloutComplete } from './rollout.js';
+import { deploymentPath, rolloutComplete, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
 
@@ -249,6 +249,16 @@ export async function setOperatorMode(http: KubeHttp, mode: 'standalone' | 'comp
 export async function setOperatorEnv(http: KubeHttp, ...assignments: string[]): Promise<void> {
   await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', ...assignments);
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+}
+
+/**
+ * Replaces the operator's pods and waits for a new one to lead: what it learned in memory (a workload whose
+ * early-started pod lost the race for its lease is gated again for ten minutes) is gone with them.
+ */
+export async function restartOperator(http: KubeHttp): Promise<void> {
+  await rolloutRestart(http, OPERATOR_NAMESPACE, 'csi-handover');
+  await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
+  await waitOperatorLeading(http);
 }
 
 /** Waits until no operator pod is left (after a delete or a scale to zero). */
