@@ -35,6 +35,8 @@ export class LeaderElector {
   private attempt: Promise<void> | undefined;
   private againAfterAttempt = false;
   private stopped = false;
+  /** Shutting down: a leader keeps renewing until its work has stopped, a candidate never takes the lease. */
+  private leaving = false;
   /** After a lost leadership, until campaign(): no attempt, so no new term begins while the last one's work stops. */
   private standingAside = false;
   private readonly informer: Informer<{ metadata?: { name?: string; resourceVersion?: string }; spec?: unknown }>;
@@ -65,6 +67,15 @@ export class LeaderElector {
     this.mustRead = true;
     this.o.log.info({ lease: this.o.name }, 'campaigning again');
     this.schedule(0);
+  }
+
+  /**
+   * The replica is going away: from now on the lease is only renewed, never acquired. A standby that took a lease
+   * released during its own shutdown would start work it is stopping, or die holding it, so that the others wait
+   * for it to expire.
+   */
+  leave(): void {
+    this.leaving = true;
   }
 
   private observe(obj: unknown, source: 'watch' | 'get'): void {
@@ -108,7 +119,7 @@ export class LeaderElector {
   }
 
   private async attemptOnce(): Promise<void> {
-    if (this.stopped || this.standingAside) return;
+    if (this.stopped || this.standingAside || (this.leaving && !this.leader)) return;
     const { http, identity, timings } = this.o;
     try {
       // A leader renews on what its own last write returned (the watch would tell it of anyone else's):
@@ -190,8 +201,9 @@ export class LeaderElector {
   async release(): Promise<boolean> {
     this.stop();
     await this.attempt;
-    if (!this.leader) return false;
     this.leader = false;
+    // The lease, not our flag, says whether it is ours: a write that won it while we stopped was never acted on,
+    // and is released like any other.
     const current = LeaseObject.parse(await this.o.http.get(`${this.path}/${this.o.name}`));
     if (current.spec.holderIdentity !== this.o.identity) return false;
     const record: LeaseRecord = releasedRecord(current.spec, this.now());

@@ -195,6 +195,8 @@ export class Operator {
   }
 
   private startLeading(): void {
+    // Not reached once leave() is called; the elector's write may still be under way when the shutdown begins.
+    if (this.shuttingDown) return;
     this.leading = true;
     this.metrics.leader.set(1);
     for (const p of this.parts) if (p.needsLeadership) p.start();
@@ -231,6 +233,7 @@ export class Operator {
   /** Stop all work, then release the lease so a standby takes over at once (never the other way round). */
   async shutdown(): Promise<void> {
     this.shuttingDown = true;
+    this.elector?.leave();
     const wasLeading = this.leading;
     this.shutdownStage = 'stopping the work queues (in-flight reconciles)';
     await this.stopLeading();
