@@ -1,11 +1,12 @@
 // Helpers shared by the cluster tests, the demo and the benchmarks: paths of the local cluster, a client
 // for it, kubectl, the nodes' own record of their containers and their fault switches, and condition waits.
 import { execFile } from 'node:child_process';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { homedir } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
+import { parseAllDocuments, stringify } from 'yaml';
 import { DRIVER_LABEL } from '../../src/api/names.js';
 import { kubeconfigAccess } from '../../src/kube/kubeconfig.js';
 import { KubeHttp, type Query } from '../../src/kube/http.js';
@@ -47,6 +48,32 @@ export async function kubectl(...args: string[]): Promise<string> {
   } catch (err) {
     const e = err as { stderr?: string; message: string };
     throw new Error(`kubectl ${args.join(' ')}: ${e.stderr?.trim() || e.message}`, { cause: err });
+  }
+}
+
+/** An object of a rendered kustomization, as far as the edits before an apply look into it. */
+export interface Rendered {
+  kind: string;
+  metadata: { name: string };
+  spec?: {
+    template?: {
+      metadata?: { annotations?: Record<string, string> };
+      spec?: { terminationGracePeriodSeconds?: number; containers?: { name: string; args?: string[] }[] };
+    };
+  };
+}
+
+/** `kubectl apply -k dir` with the rendered objects edited first: one write, so at most one rollout, per object. */
+export async function applyKustomization(dir: string, edit: (o: Rendered) => void): Promise<void> {
+  const objs = parseAllDocuments(await kubectl('kustomize', dir)).map((d) => d.toJS() as Rendered);
+  for (const o of objs) edit(o);
+  const tmp = mkdtempSync(join(tmpdir(), 'csi-handover-apply-'));
+  try {
+    const file = join(tmp, 'objects.yaml');
+    writeFileSync(file, objs.map((o) => stringify(o)).join('---\n'));
+    await kubectl('apply', '-f', file);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
   }
 }
 
@@ -155,8 +182,15 @@ export function manageSnapshotController(): Promise<string> {
 /** The sample driver's overlays: lease timings, the sidecars' own release-on-exit gate, replicas. */
 export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit'}${'' | '-1replica'}`;
 
-/** Installs the snapshot CRDs, then the given overlay of the sample driver and its snapshot class. */
-export async function deploySample(overlay: SampleOverlay): Promise<void> {
+/**
+ * Installs the snapshot CRDs, then the given overlay of the sample driver and its snapshot class. With `verbosity`,
+ * the overlay's `--v=2` becomes `--v=<verbosity>`: applied at the level the operator keeps the driver at, it rolls
+ * only what the overlay changes, instead of rolling at `--v=2` and again when the operator writes the level back
+ * (which deletes pods just started, and a sidecar that gets its SIGTERM before its handler is installed ignores
+ * it, as the container's PID 1, and may take its lease and hold it until the SIGKILL). With `restart`, the
+ * Deployments roll in the same write, as `kubectl rollout restart` would.
+ */
+export async function deploySample(overlay: SampleOverlay, verbosity?: number, restart = false): Promise<void> {
   await kubectl('apply', '-k', join(samplesDir, 'crds'));
   await kubectl(
     'wait',
@@ -166,7 +200,18 @@ export async function deploySample(overlay: SampleOverlay): Promise<void> {
     'crd/volumesnapshotcontents.snapshot.storage.k8s.io',
     'crd/volumesnapshots.snapshot.storage.k8s.io',
   );
-  await kubectl('apply', '-k', join(samplesDir, overlay));
+  if (verbosity === undefined && !restart) await kubectl('apply', '-k', join(samplesDir, overlay));
+  else
+    await applyKustomization(join(samplesDir, overlay), (o) => {
+      const template = o.spec?.template;
+      if (verbosity !== undefined)
+        for (const c of template?.spec?.containers ?? []) c.args = c.args?.map((a) => (/^--v=\d+$/.test(a) ? `--v=${verbosity}` : a));
+      if (restart && template && o.kind === 'Deployment')
+        template.metadata = {
+          ...template.metadata,
+          annotations: { ...template.metadata?.annotations, 'kubectl.kubernetes.io/restartedAt': new Date().toISOString() },
+        };
+    });
   await kubectl('apply', '-k', join(samplesDir, 'snapshotclass'));
 }
 

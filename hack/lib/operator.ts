@@ -12,26 +12,33 @@ import { isLogLevel, verbosityFor } from '../../src/loglevel/verbosity.js';
 import { type KubeHttp, PatchType } from '../../src/kube/http.js';
 import { isConflict } from '../../src/kube/errors.js';
 import { parseMetrics } from '../bench/scale-stats.js';
-import { deploySample, kubectl, localDir, repoRoot, SAMPLE_DEPLOYMENT, SAMPLE_DRIVER, SAMPLE_LEASES, SAMPLE_NAMESPACE, waitFor } from './cluster.js';
+import {
+  applyKustomization,
+  deploySample,
+  kubectl,
+  type SampleOverlay,
+  localDir,
+  repoRoot,
+  SAMPLE_DEPLOYMENT,
+  SAMPLE_DRIVER,
+  SAMPLE_LEASES,
+  SAMPLE_NAMESPACE,
+  SAMPLE_SNAPSHOT_CONTROLLER,
+  waitFor,
+} from './cluster.js';
 import { deploymentPath, rolloutComplete, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from './rollout.js';
 
 export const OPERATOR_NAMESPACE = 'csi-handover';
 
 export async function installOperator(http: KubeHttp): Promise<void> {
-  await kubectl('apply', '-k', join(repoRoot, 'config', 'default'));
-  await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
-  // On a reused cluster the image may have been rebuilt under the same tag since its pods started: roll them.
+  // On a reused cluster the image may have been rebuilt under the same tag since its pods started: the template
+  // names the tarball, so they roll. In the same apply, so a fresh install starts one set of pods, not two.
   const image = importedOperatorImage();
-  if (image) {
-    const d = await http.get<V1Deployment>(deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'));
-    if (d.spec?.template.metadata?.annotations?.[IMAGE_ANNOTATION] !== image) {
-      await http.patch(
-        deploymentPath(OPERATOR_NAMESPACE, 'csi-handover'),
-        { spec: { template: { metadata: { annotations: { [IMAGE_ANNOTATION]: image } } } } },
-        PatchType.strategic,
-      );
-    }
-  }
+  await applyKustomization(join(repoRoot, 'config', 'default'), (o) => {
+    const template = o.kind === 'Deployment' && o.metadata.name === 'csi-handover' ? o.spec?.template : undefined;
+    if (image && template) template.metadata = { ...template.metadata, annotations: { ...template.metadata?.annotations, [IMAGE_ANNOTATION]: image } };
+  });
+  await kubectl('wait', '--for=condition=Established', '--timeout=60s', 'crd/clustercsidrivers.operator.openshift.io');
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
   // Installed means leading: an install that replaced another (Helm, the OLM bundle) may find the Lease still held
   // by a pod that is gone (it could not release it); a replica takes it when it expires.
@@ -70,6 +77,26 @@ function importedOperatorImage(): string | undefined {
 export const SAMPLE_CR_PATH = `/apis/operator.openshift.io/v1/clustercsidrivers/${SAMPLE_DRIVER}`;
 /** The sample overlays' `--v` values and the CR log levels that ask for them. */
 export const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
+
+/**
+ * The sample driver's CR Managed, at `level` if it is created here, else at the level it has: for a file that
+ * needs no particular level, a rollout fewer than setting one.
+ */
+export async function ensureSampleCr(http: KubeHttp, level: string): Promise<void> {
+  await http
+    .request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
+      body: {
+        apiVersion: 'operator.openshift.io/v1',
+        kind: 'ClusterCSIDriver',
+        metadata: { name: SAMPLE_DRIVER },
+        spec: { managementState: 'Managed', logLevel: level },
+      },
+    })
+    .catch(async (err: unknown) => {
+      if (!isConflict(err)) throw err;
+      await http.patch(SAMPLE_CR_PATH, { spec: { managementState: 'Managed' } }, PatchType.merge);
+    });
+}
 
 /** Creates the sample driver's CR (Managed, at `level`), or on 409 sets that level on the existing one. */
 export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<void> {
@@ -159,8 +186,17 @@ export async function settledSample(http: KubeHttp): Promise<V1Pod[]> {
     return (d.spec?.template.spec?.containers ?? []).every((c) => c.args?.includes(want));
   });
   const pods = await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_DEPLOYMENT, 300_000);
+  // The snapshot-controller's too: a template change while its rollout is under way deletes a pod just started.
+  await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_SNAPSHOT_CONTROLLER.deployment, 300_000);
   await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, Object.values(SAMPLE_LEASES), pods, 300_000);
   return pods;
+}
+
+/** deploySample at the level the sample's CR asks for (as the operator would write it), or as it is without a CR. */
+export async function deploySampleAtCrLevel(http: KubeHttp, overlay: SampleOverlay, restart = false): Promise<void> {
+  const cr = await http.get<{ spec?: { logLevel?: string; managementState?: string } }>(SAMPLE_CR_PATH).catch(() => undefined);
+  const level = cr?.spec?.logLevel ?? '';
+  await deploySample(overlay, cr?.spec?.managementState === 'Managed' ? verbosityFor(isLogLevel(level) ? level : '') : undefined, restart);
 }
 
 /** The settled sample driver's leader: the first of its pods (the 1-replica overlays have no other). */
@@ -170,13 +206,25 @@ export async function settledSampleLeader(http: KubeHttp): Promise<V1Pod> {
   return leader;
 }
 
+/**
+ * The sample driver's `overlay`, settled at `level` (without one, at the level its CR has, Normal for a new CR), with
+ * the operator in standalone mode keeping it there. One template change at a time: the overlay is applied at the
+ * CR's level as it is and settles, then the new level is set and settles (see deploySample).
+ */
+export async function sampleAt(http: KubeHttp, overlay: SampleOverlay, level?: string): Promise<V1Pod[]> {
+  await ensureSampleCr(http, level ?? 'Normal');
+  await deploySampleAtCrLevel(http, overlay);
+  const pods = await settledSample(http);
+  if (level === undefined) return pods;
+  await setSampleCrLevel(http, level);
+  return settledSample(http);
+}
+
 /** The operator (standalone) and the 1-replica sample driver at `level`, settled: the usual start of a test file. */
 export async function standaloneSampleAt(http: KubeHttp, level: string): Promise<V1Pod[]> {
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
-  await deploySample('upstream-1replica');
-  await setSampleCrLevel(http, level);
-  return settledSample(http);
+  return sampleAt(http, 'upstream-1replica', level);
 }
 
 /** The sample controller's pods once a rollout is complete and none of them is one of `before`. */

@@ -8,7 +8,6 @@ import { makeLogger } from '../../src/log.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
 import {
   clusterHttp,
-  deploySample,
   kubectl,
   nodeComponent,
   nodeEvents,
@@ -24,7 +23,7 @@ import {
   installWitness,
   OPERATOR_NAMESPACE,
   operatorMetric,
-  setSampleCrLevel,
+  sampleAt,
   settledSampleLeader,
   uninstallWitness,
 } from '../../hack/lib/operator.js';
@@ -62,9 +61,7 @@ beforeAll(async () => {
   // A short gate timeout, so a pod held back for a holder that cannot be proven dead starts soon.
   await kubectl('-n', OPERATOR_NAMESPACE, 'set', 'env', 'deployment/csi-handover', 'GATE_TIMEOUT=20s', 'CSI_HANDOVER_MODE=standalone');
   await waitRolloutComplete(http, OPERATOR_NAMESPACE, 'csi-handover', 180_000);
-  await deploySample('upstream-1replica');
-  await setSampleCrLevel(http, 'Debug');
-  await settledSampleLeader(http);
+  await sampleAt(http, 'upstream-1replica');
   await installWitness(http);
 });
 

@@ -12,7 +12,6 @@ import { type Handover, handoversFrom } from '../../hack/bench/handovers.js';
 import { LeaseRecorder, sigtermTimes } from '../../hack/bench/recorder.js';
 import {
   clusterHttp,
-  deploySample,
   kubectl,
   manageSnapshotController,
   SAMPLE_DEPLOYMENT,
@@ -21,7 +20,16 @@ import {
   SAMPLE_NAMESPACE as NS,
   waitFor,
 } from '../../hack/lib/cluster.js';
-import { installOperator, operatorLeader, reportStatus, setOperatorMode, setSampleCrLevel, settledSample, uninstallWitness } from '../../hack/lib/operator.js';
+import {
+  deploySampleAtCrLevel,
+  installOperator,
+  operatorLeader,
+  reportStatus,
+  setOperatorMode,
+  setSampleCrLevel,
+  settledSample,
+  uninstallWitness,
+} from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
 
@@ -186,8 +194,10 @@ beforeAll(async () => {
   // 137 s and more, under the tests that measure it. Labelled before the apply where an earlier file deployed it,
   // and after it, where the apply creates it (an apply keeps a label it does not set).
   await manageSnapshotController().catch(() => undefined);
-  await deploySample('openshift');
+  // At the CR's level, then settled, then Normal: one template change at a time (see deploySample).
+  await deploySampleAtCrLevel(http, 'openshift');
   await manageSnapshotController();
+  await settled();
   await setSampleCrLevel(http, 'Normal');
   await settled();
 });
@@ -207,8 +217,9 @@ describe('standalone, OpenShift timings (137s/107s/26s)', () => {
   });
 
   it('1 replica: logLevel Debug → Trace, the same', async () => {
-    await deploySample('openshift-1replica');
-    await setLogLevel('Debug'); // the overlay reset --v=2: let the operator bring it back before measuring
+    // At the CR's level (Debug), restarted in the same write: a scale-down alone leaves the leases of the pod it
+    // removes to the other pod's standbys, which try again only every 26–57 s; new pods start and take them at once.
+    await deploySampleAtCrLevel(http, 'openshift-1replica', true);
     await settled();
     const r = await measured(() => setLogLevel('Trace'));
     expectFastHandovers(r, FAST_MS);
@@ -304,7 +315,8 @@ describe('companion mode, OpenShift timings', () => {
 
 describe('operator leader killed mid-rollout', () => {
   it('the standby resumes and the rollout still completes with fast handovers', async () => {
-    await deploySample('openshift');
+    await deploySampleAtCrLevel(http, 'openshift');
+    await settled();
     await setLogLevel('Trace');
     await settled();
     const r = await measured(async () => {

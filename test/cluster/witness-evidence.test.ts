@@ -13,16 +13,8 @@ import { witnessCondition } from '../../src/handover/witness-evidence.js';
 import { WITNESS_AUDIENCE } from '../../src/handover/witness-report.js';
 import type { LeaseObservation } from '../../hack/bench/handovers.js';
 import { LeaseRecorder } from '../../hack/bench/recorder.js';
-import { clusterHttp, deploySample, kubectl, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
-import {
-  installOperator,
-  installWitness,
-  operatorMetric,
-  setOperatorMode,
-  setSampleCrLevel,
-  settledSampleLeader,
-  WITNESS_NAMESPACE,
-} from '../../hack/lib/operator.js';
+import { clusterHttp, kubectl, nodeEvents, SAMPLE_DEPLOYMENT, SAMPLE_LEASES, SAMPLE_NAMESPACE as NS, waitFor } from '../../hack/lib/cluster.js';
+import { installOperator, installWitness, operatorMetric, setOperatorMode, sampleAt, settledSampleLeader, WITNESS_NAMESPACE } from '../../hack/lib/operator.js';
 import { waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { clientWithToken, podBoundToken, sendWitnessReport, witnessPods, witnessToken } from '../../hack/lib/witness.js';
 
@@ -121,14 +113,14 @@ async function recheckNow(): Promise<void> {
 beforeAll(async () => {
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
-  await deploySample('upstream-1replica');
+  // At the CR's level before the preStop goes in: no pod that has it is replaced on the way (25 s each).
+  await sampleAt(http, 'upstream-1replica', 'Debug');
   // The attacher keeps running, renewing its Lease, for 25 s after its pod is deleted.
   await http.patch(
     `/apis/apps/v1/namespaces/${NS}/deployments/${SAMPLE_DEPLOYMENT}`,
     { spec: { template: { spec: { containers: [{ name: 'csi-attacher', lifecycle: { preStop: { sleep: { seconds: PRESTOP_S } } } }] } } } },
     PatchType.strategic,
   );
-  await setSampleCrLevel(http, 'Debug');
   await installWitness(http);
   await waitFor('the witness policy in force', 90_000, async () => (await inForce()) === 1, 500);
   await settledSampleLeader(http);
