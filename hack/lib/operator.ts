@@ -10,7 +10,7 @@ import { HANDOVER_GATE } from '../../src/api/names.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
 import { isLogLevel, verbosityFor } from '../../src/loglevel/verbosity.js';
 import { type KubeHttp, PatchType } from '../../src/kube/http.js';
-import { isConflict } from '../../src/kube/errors.js';
+import { isConflict, isNotFound } from '../../src/kube/errors.js';
 import { parseMetrics } from '../bench/scale-stats.js';
 import {
   applyKustomization,
@@ -34,6 +34,7 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   // On a reused cluster the image may have been rebuilt under the same tag since its pods started: the template
   // names the tarball, so they roll. In the same apply, so a fresh install starts one set of pods, not two.
   const image = importedOperatorImage();
+  await dropOperatorLeaseIfNoReplica(http);
   await applyKustomization(join(repoRoot, 'config', 'default'), (o) => {
     const template = o.kind === 'Deployment' && o.metadata.name === 'csi-handover' ? o.spec?.template : undefined;
     if (image && template) template.metadata = { ...template.metadata, annotations: { ...template.metadata?.annotations, [IMAGE_ANNOTATION]: image } };
@@ -43,6 +44,22 @@ export async function installOperator(http: KubeHttp): Promise<void> {
   // Installed means leading: an install that replaced another (Helm, the OLM bundle) may find the Lease still held
   // by a pod that is gone (it could not release it); a replica takes it when it expires.
   await waitOperatorLeading(http);
+}
+
+/**
+ * With no operator pod left, nothing can hold the operator Lease: a holder named in it died without releasing it (an
+ * uninstall that took the RBAC away while the pods stopped: `helm uninstall`, the OLM test's teardown), and the
+ * install that follows would wait out its expiry (15 s). Deleted, with the version read, as an admin would.
+ */
+async function dropOperatorLeaseIfNoReplica(http: KubeHttp): Promise<void> {
+  const ns = await http.get(`/api/v1/namespaces/${OPERATOR_NAMESPACE}`).catch(() => undefined);
+  if (!ns || (await operatorPods(http)).length > 0) return;
+  const path = `/apis/coordination.k8s.io/v1/namespaces/${OPERATOR_NAMESPACE}/leases/csi-handover-leader`;
+  const lease = await http.get<V1Lease>(path).catch(() => undefined);
+  if (!lease?.spec?.holderIdentity) return;
+  await http.request('DELETE', path, { body: { preconditions: { resourceVersion: lease.metadata?.resourceVersion } } }).catch((err: unknown) => {
+    if (!isConflict(err) && !isNotFound(err)) throw err;
+  });
 }
 
 /**
@@ -190,6 +207,30 @@ export async function settledSample(http: KubeHttp): Promise<V1Pod[]> {
   await waitRolloutComplete(http, SAMPLE_NAMESPACE, SAMPLE_SNAPSHOT_CONTROLLER.deployment, 300_000);
   await waitLeasesHeldBy(http, SAMPLE_NAMESPACE, Object.values(SAMPLE_LEASES), pods, 300_000);
   return pods;
+}
+
+/**
+ * Deletes the sample's `lease` if the pod it names no longer exists, and says so. An earlier test file that rolled
+ * an unmanaged Deployment (the snapshot-controller before handover.test labels it) leaves its lease held by a pod
+ * that is gone, which nobody can prove dead and nothing releases: each new pod then waits a whole lease duration
+ * from its own first sight of it (137 s and its retry under OpenShift's timings; the nodes' record of the clean-clone
+ * CI of 2026-12-06 shows the snapshot-controller test waiting out exactly that). As an admin would, the test deletes
+ * it, with the version it read, so a holder that just took it keeps it.
+ */
+export async function dropLeaseOfGonePod(http: KubeHttp, lease: string): Promise<void> {
+  const path = `/apis/coordination.k8s.io/v1/namespaces/${SAMPLE_NAMESPACE}/leases/${lease}`;
+  const current = await http.get<V1Lease>(path).catch(() => undefined);
+  const holder = current?.spec?.holderIdentity;
+  if (!current || !holder) return;
+  const gone = await http.get<V1Pod>(`/api/v1/namespaces/${SAMPLE_NAMESPACE}/pods/${holder}`).then(
+    () => false,
+    (err: unknown) => isNotFound(err),
+  );
+  if (!gone) return;
+  console.log(`${lease}: held by ${holder}, a pod that no longer exists: deleted`);
+  await http.request('DELETE', path, { body: { preconditions: { resourceVersion: current.metadata?.resourceVersion } } }).catch((err: unknown) => {
+    if (!isConflict(err) && !isNotFound(err)) throw err;
+  });
 }
 
 /** deploySample at the level the sample's CR asks for (as the operator would write it), or as it is without a CR. */

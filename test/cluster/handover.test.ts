@@ -18,6 +18,7 @@ import {
   SAMPLE_DRIVER,
   SAMPLE_LEASES,
   SAMPLE_NAMESPACE as NS,
+  SAMPLE_SNAPSHOT_CONTROLLER,
   waitFor,
 } from '../../hack/lib/cluster.js';
 import {
@@ -29,6 +30,7 @@ import {
   setSampleCrLevel,
   settledSample,
   uninstallWitness,
+  dropLeaseOfGonePod,
 } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';
@@ -192,8 +194,10 @@ beforeAll(async () => {
   // snapshot-controller is managed from the start: unmanaged, a rollout of it (this apply's OpenShift timings after
   // an earlier file's upstream ones, the 1-replica overlay's scale-down) leaves its old leader's lease to expire,
   // 137 s and more, under the tests that measure it. Labelled before the apply where an earlier file deployed it,
-  // and after it, where the apply creates it (an apply keeps a label it does not set).
+  // and after it, where the apply creates it (an apply keeps a label it does not set). An earlier file's rollout of
+  // it, unmanaged then, may have left its lease to a pod that is gone: dropped before the apply's new pods look.
   await manageSnapshotController().catch(() => undefined);
+  await dropLeaseOfGonePod(http, SAMPLE_SNAPSHOT_CONTROLLER.lease);
   // At the CR's level, then settled, then Normal: one template change at a time (see deploySample).
   await deploySampleAtCrLevel(http, 'openshift');
   await manageSnapshotController();
