@@ -186,8 +186,9 @@ export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit
  * Installs the snapshot CRDs, then the given overlay of the sample driver and its snapshot class. With `verbosity`,
  * the overlay's `--v=2` becomes `--v=<verbosity>`: applied at the level the operator keeps the driver at, it rolls
  * only what the overlay changes, instead of rolling at `--v=2` and again when the operator writes the level back
- * (which deletes pods just started, and a sidecar that gets its SIGTERM before its handler is installed ignores
- * it, as the container's PID 1, and may take its lease and hold it until the SIGKILL). With `restart`, the
+ * (which deletes pods just started: a CI run's node record shows a snapshot-controller that got its SIGTERM 11 ms
+ * after its start ignore it, as the container's PID 1 before its handler was installed, and run on, a candidate
+ * for its lease, until the SIGKILL 30 s later). With `restart`, the
  * Deployments roll in the same write, as `kubectl rollout restart` would.
  */
 export async function deploySample(overlay: SampleOverlay, verbosity?: number, restart = false): Promise<void> {
