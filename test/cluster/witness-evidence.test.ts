@@ -1,5 +1,5 @@
 // Death evidence only the witness can give, tried as an attacker would on real nodes. The leader's csi-attacher
-// keeps running and renewing its Lease through a 25 s preStop after its pod is deleted; meanwhile someone writes
+// keeps running and renewing its Lease through an 18 s preStop after its pod is deleted; meanwhile someone writes
 // the witness's condition on the pod, or sends the operator a report: a ServiceAccount that may only patch
 // pods/status, a pod of another namespace's "witness", the real witness's own token with an impossible time, a
 // flood of junk tokens. Whatever is written, no Lease may be released before the old leader's last process exits
@@ -21,7 +21,8 @@ import { clientWithToken, podBoundToken, sendWitnessReport, witnessPods, witness
 const http = clusterHttp();
 const log = makeLogger('test', 'warn');
 const leases = Object.values(SAMPLE_LEASES);
-const PRESTOP_S = 25;
+/** Long enough for each case's attempts (a few seconds; up to 10 s for a refusal to be counted) before it ends. */
+const PRESTOP_S = 18;
 const FORGER = 'evidence-forger';
 const OTHER_NS = 'witness-elsewhere';
 const GRANT = '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/csi-handover-witness';
@@ -61,6 +62,8 @@ async function exitOf(pod: string, container: string): Promise<number> {
 interface Deletion {
   name: string;
   deletedAt: number;
+  /** When the case's attempts were all made: each must come while the old leader still runs, or it proves nothing. */
+  meddledAt: number;
   observations: LeaseObservation[];
 }
 
@@ -68,7 +71,7 @@ interface Deletion {
  * Deletes the settled leader and, while its csi-attacher runs through its preStop, calls `meddle`; then waits for
  * the new pod to hold every lease. What happened is judged by expectNoEarlyRelease.
  */
-async function deleteLeaderWhile(meddle: (leader: V1Pod, deletedAt: number) => Promise<void>): Promise<Deletion> {
+async function deleteLeaderWhile(meddle: (leader: V1Pod, deletedAt: number) => Promise<number | void>): Promise<Deletion> {
   const leader = await settledSampleLeader(http);
   const name = leader.metadata?.name ?? '';
   const recorder = new LeaseRecorder(http, NS, new Set(leases), log);
@@ -76,22 +79,24 @@ async function deleteLeaderWhile(meddle: (leader: V1Pod, deletedAt: number) => P
   try {
     await http.request('DELETE', podPath(leader));
     const deletedAt = Date.now();
-    await meddle(leader, deletedAt);
+    const meddledAt = (await meddle(leader, deletedAt)) ?? Date.now();
     const after = await waitFor('a new pod', 120_000, async () => {
       const pods = await waitRolloutComplete(http, NS, SAMPLE_DEPLOYMENT, 120_000);
       return pods.some((p) => p.metadata?.name === name) ? undefined : pods;
     });
     await recorder.waitSeenHeldBy(after, 120_000);
-    return { name, deletedAt, observations: recorder.observations };
+    return { name, deletedAt, meddledAt, observations: recorder.observations };
   } finally {
     recorder.stop();
   }
 }
 
 /** Every lease changed holder only after the old leader's process that held it exited (the node's own record). */
-async function expectNoEarlyRelease({ name, deletedAt, observations }: Deletion): Promise<void> {
-  // The preStop held the old attacher: the case tried something while it still ran and renewed.
-  expect((await exitOf(name, 'csi-attacher')) - deletedAt).toBeGreaterThan((PRESTOP_S - 3) * 1000);
+async function expectNoEarlyRelease({ name, deletedAt, meddledAt, observations }: Deletion): Promise<void> {
+  // The preStop held the old attacher: the case tried everything while it still ran and renewed.
+  const attacherExit = await exitOf(name, 'csi-attacher');
+  expect(attacherExit - deletedAt).toBeGreaterThan((PRESTOP_S - 3) * 1000);
+  expect(meddledAt, "the case's attempts made before the old attacher's exit").toBeLessThan(attacherExit);
   // Each sidecar holds its own lease; the operator's release waits for every container of the pod, a sidecar's
   // own release on exit for itself.
   for (const [container, lease] of Object.entries(SAMPLE_LEASES)) {
@@ -113,9 +118,9 @@ async function recheckNow(): Promise<void> {
 beforeAll(async () => {
   await installOperator(http);
   await setOperatorMode(http, 'standalone');
-  // At the CR's level before the preStop goes in: no pod that has it is replaced on the way (25 s each).
+  // At the CR's level before the preStop goes in: no pod that has it is replaced on the way (18 s each).
   await sampleAt(http, 'upstream-1replica', 'Debug');
-  // The attacher keeps running, renewing its Lease, for 25 s after its pod is deleted.
+  // The attacher keeps running, renewing its Lease, for PRESTOP_S (18 s) after its pod is deleted.
   await http.patch(
     `/apis/apps/v1/namespaces/${NS}/deployments/${SAMPLE_DEPLOYMENT}`,
     { spec: { template: { spec: { containers: [{ name: 'csi-attacher', lifecycle: { preStop: { sleep: { seconds: PRESTOP_S } } } }] } } } },
@@ -236,7 +241,9 @@ describe('while the leader renews through its preStop, with the policy in force'
       // would change nothing, and the policy lets an unchanged condition through.
       await forge(leader, deletedAt);
       await impossibleTimes(leader, deletedAt);
+      const meddledAt = Date.now();
       await junk(leader);
+      return meddledAt;
     });
     console.log(`junk: ${flood.sent} sent (${flood.namingTheWitness} naming the real witness), answers ${JSON.stringify(Object.fromEntries(flood.answers))}`);
   }, 300_000);
