@@ -1,14 +1,24 @@
-// Prints the plain closing line CI reads ("N passed, N failed, N skipped") from vitest's JSON report.
+// Prints the plain closing line CI reads ("N passed, N failed, N skipped") from vitest's JSON reports (one per
+// vitest run; their counts are summed).
 import { readFileSync } from 'node:fs';
 
-const file = process.argv[2];
-let report;
-try {
-  report = JSON.parse(readFileSync(file, 'utf8'));
-} catch (err) {
-  console.log(`tests: no report at ${file} (${err.message})`);
-  process.exit(1);
+const reports = [];
+for (const file of process.argv.slice(2)) {
+  try {
+    reports.push(JSON.parse(readFileSync(file, 'utf8')));
+  } catch (err) {
+    console.log(`tests: no report at ${file} (${err.message})`);
+    process.exit(1);
+  }
 }
+const sum = (key) => reports.reduce((n, r) => n + (r[key] ?? 0), 0);
+const report = {
+  numPassedTests: sum('numPassedTests'),
+  numFailedTests: sum('numFailedTests'),
+  numPendingTests: sum('numPendingTests'),
+  numTodoTests: sum('numTodoTests'),
+  testResults: reports.flatMap((r) => r.testResults ?? []),
+};
 const skipped = (report.numPendingTests ?? 0) + (report.numTodoTests ?? 0);
 // A file can fail outside any test (a hook, an import): its tests are then skipped, and the file is what failed.
 // (numFailedTestSuites also counts the describe blocks around a failed test, so it is not this.)
