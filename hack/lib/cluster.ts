@@ -63,18 +63,28 @@ export interface Rendered {
   };
 }
 
-/** `kubectl apply -k dir` with the rendered objects edited first: one write, so at most one rollout, per object. */
-export async function applyKustomization(dir: string, edit: (o: Rendered) => void): Promise<void> {
-  const objs = parseAllDocuments(await kubectl('kustomize', dir)).map((d) => d.toJS() as Rendered);
-  for (const o of objs) edit(o);
-  const tmp = mkdtempSync(join(tmpdir(), 'csi-handover-apply-'));
+/** The objects a kustomization renders to. */
+export async function renderKustomization(dir: string): Promise<Rendered[]> {
+  return parseAllDocuments(await kubectl('kustomize', dir)).map((d) => d.toJS() as Rendered);
+}
+
+/** `kubectl <args> -f <file of objs>`, the file written for the call and removed after it. */
+export async function kubectlOnObjects(objs: readonly object[], ...args: string[]): Promise<string> {
+  const tmp = mkdtempSync(join(tmpdir(), 'csi-handover-objects-'));
   try {
     const file = join(tmp, 'objects.yaml');
     writeFileSync(file, objs.map((o) => stringify(o)).join('---\n'));
-    await kubectl('apply', '-f', file);
+    return await kubectl(...args, '-f', file);
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
+}
+
+/** `kubectl apply -k dir` with the rendered objects edited first: one write, so at most one rollout, per object. */
+export async function applyKustomization(dir: string, edit: (o: Rendered) => void): Promise<void> {
+  const objs = await renderKustomization(dir);
+  for (const o of objs) edit(o);
+  await kubectlOnObjects(objs, 'apply');
 }
 
 export async function clusterScript(...args: string[]): Promise<string> {
@@ -188,8 +198,8 @@ export type SampleOverlay = `${'upstream' | 'openshift'}${'' | '-release-on-exit
  * only what the overlay changes, instead of rolling at `--v=2` and again when the operator writes the level back
  * (which deletes pods just started: a CI run's node record shows a snapshot-controller that got its SIGTERM 11 ms
  * after its start ignore it, as the container's PID 1 before its handler was installed, and run on, a candidate
- * for its lease, until the SIGKILL 30 s later). With `restart`, the
- * Deployments roll in the same write, as `kubectl rollout restart` would.
+ * for its lease, until the SIGKILL 30 s later). With `restart`, the Deployments roll in the same write, as
+ * `kubectl rollout restart` would.
  */
 export async function deploySample(overlay: SampleOverlay, verbosity?: number, restart = false): Promise<void> {
   await kubectl('apply', '-k', join(samplesDir, 'crds'));

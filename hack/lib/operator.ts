@@ -1,10 +1,8 @@
 // Installing the operator on the local cluster from config/ (as pods under its own service account and
 // RBAC), switching its mode, and finding its leader — shared by the cluster tests, the demo and benchmarks.
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { V1DaemonSet, V1Deployment, V1Lease, V1Pod } from '@kubernetes/client-node';
-import { parseAllDocuments, stringify } from 'yaml';
 import { HandoverReportObject, reportOwnerUid, reportPath } from '../../src/api/handover-report.js';
 import { HANDOVER_GATE } from '../../src/api/names.js';
 import { type HandoverReport, reportFromStatus } from '../../src/handover/report.js';
@@ -16,6 +14,8 @@ import {
   applyKustomization,
   deploySample,
   kubectl,
+  kubectlOnObjects,
+  renderKustomization,
   type SampleOverlay,
   localDir,
   repoRoot,
@@ -57,7 +57,12 @@ async function dropOperatorLeaseIfNoReplica(http: KubeHttp): Promise<void> {
   const path = `/apis/coordination.k8s.io/v1/namespaces/${OPERATOR_NAMESPACE}/leases/csi-handover-leader`;
   const lease = await http.get<V1Lease>(path).catch(() => undefined);
   if (!lease?.spec?.holderIdentity) return;
-  await http.request('DELETE', path, { body: { preconditions: { resourceVersion: lease.metadata?.resourceVersion } } }).catch((err: unknown) => {
+  await deleteLeaseAsRead(http, path, lease);
+}
+
+/** Deletes the Lease at `path` only if it is still the version `read` (a holder that took it since keeps it). */
+async function deleteLeaseAsRead(http: KubeHttp, path: string, read: V1Lease): Promise<void> {
+  await http.request('DELETE', path, { body: { preconditions: { resourceVersion: read.metadata?.resourceVersion } } }).catch((err: unknown) => {
     if (!isConflict(err) && !isNotFound(err)) throw err;
   });
 }
@@ -99,37 +104,25 @@ export const LEVELS: Record<number, string> = { 2: 'Normal', 4: 'Debug' };
  * The sample driver's CR Managed, at `level` if it is created here, else at the level it has: for a file that
  * needs no particular level, a rollout fewer than setting one.
  */
-export async function ensureSampleCr(http: KubeHttp, level: string): Promise<void> {
-  await http
-    .request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
-      body: {
-        apiVersion: 'operator.openshift.io/v1',
-        kind: 'ClusterCSIDriver',
-        metadata: { name: SAMPLE_DRIVER },
-        spec: { managementState: 'Managed', logLevel: level },
-      },
-    })
-    .catch(async (err: unknown) => {
-      if (!isConflict(err)) throw err;
-      await http.patch(SAMPLE_CR_PATH, { spec: { managementState: 'Managed' } }, PatchType.merge);
-    });
+export function ensureSampleCr(http: KubeHttp, level: string): Promise<void> {
+  return createOrPatchSampleCr(http, { managementState: 'Managed', logLevel: level }, { managementState: 'Managed' });
 }
 
 /** Creates the sample driver's CR (Managed, at `level`), or on 409 sets that level on the existing one. */
-export async function setSampleCrLevel(http: KubeHttp, level: string): Promise<void> {
+export function setSampleCrLevel(http: KubeHttp, level: string): Promise<void> {
   const spec = { managementState: 'Managed', logLevel: level };
+  return createOrPatchSampleCr(http, spec, spec);
+}
+
+/** Creates the sample driver's CR with `spec`, or on 409 merges `existing` into the spec of the one there. */
+async function createOrPatchSampleCr(http: KubeHttp, spec: object, existing: object): Promise<void> {
   await http
     .request('POST', '/apis/operator.openshift.io/v1/clustercsidrivers', {
-      body: {
-        apiVersion: 'operator.openshift.io/v1',
-        kind: 'ClusterCSIDriver',
-        metadata: { name: SAMPLE_DRIVER },
-        spec,
-      },
+      body: { apiVersion: 'operator.openshift.io/v1', kind: 'ClusterCSIDriver', metadata: { name: SAMPLE_DRIVER }, spec },
     })
     .catch(async (err: unknown) => {
       if (!isConflict(err)) throw err;
-      await http.patch(SAMPLE_CR_PATH, { spec }, PatchType.merge);
+      await http.patch(SAMPLE_CR_PATH, { spec: existing }, PatchType.merge);
     });
 }
 
@@ -228,9 +221,7 @@ export async function dropLeaseOfGonePod(http: KubeHttp, lease: string): Promise
   );
   if (!gone) return;
   console.log(`${lease}: held by ${holder}, a pod that no longer exists: deleted`);
-  await http.request('DELETE', path, { body: { preconditions: { resourceVersion: current.metadata?.resourceVersion } } }).catch((err: unknown) => {
-    if (!isConflict(err) && !isNotFound(err)) throw err;
-  });
+  await deleteLeaseAsRead(http, path, current);
 }
 
 /** deploySample at the level the sample's CR asks for (as the operator would write it), or as it is without a CR. */
@@ -309,24 +300,16 @@ export async function handOverByLevel(http: KubeHttp, level: string): Promise<{ 
  * objects another way (Helm, the OLM bundle); installOperator puts it back.
  */
 export async function removeKustomizeInstall(http: KubeHttp): Promise<void> {
-  const objs = parseAllDocuments(await kubectl('kustomize', join(repoRoot, 'config', 'default'))).map((d) => d.toJS() as { kind: string });
-  const dir = mkdtempSync(join(tmpdir(), 'csi-handover-install-'));
-  try {
-    // The Deployment first, so that its replicas, still allowed to, release the operator Lease as they stop.
-    await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
-    await waitOperatorPodsGone(http);
-    const file = join(dir, 'kustomize-install.yaml');
-    writeFileSync(
-      file,
-      objs
-        .filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition')
-        .map((o) => stringify(o))
-        .join('---\n'),
-    );
-    await kubectl('delete', '-f', file, '--ignore-not-found', '--wait=true');
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
+  const objs = await renderKustomization(join(repoRoot, 'config', 'default'));
+  // The Deployment first, so that its replicas, still allowed to, release the operator Lease as they stop.
+  await kubectl('-n', OPERATOR_NAMESPACE, 'delete', 'deployment', 'csi-handover', '--ignore-not-found', '--wait=true');
+  await waitOperatorPodsGone(http);
+  await kubectlOnObjects(
+    objs.filter((o) => o.kind !== 'Namespace' && o.kind !== 'CustomResourceDefinition'),
+    'delete',
+    '--ignore-not-found',
+    '--wait=true',
+  );
 }
 
 /** Switches standalone/companion (a rollout of the operator itself) and waits for it; no-op when already there. */

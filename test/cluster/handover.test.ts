@@ -23,6 +23,7 @@ import {
 } from '../../hack/lib/cluster.js';
 import {
   deploySampleAtCrLevel,
+  dropLeaseOfGonePod,
   installOperator,
   operatorLeader,
   reportStatus,
@@ -30,7 +31,6 @@ import {
   setSampleCrLevel,
   settledSample,
   uninstallWitness,
-  dropLeaseOfGonePod,
 } from '../../hack/lib/operator.js';
 import { deploymentPath, rolloutRestart, waitLeasesHeldBy, waitRolloutComplete } from '../../hack/lib/rollout.js';
 import { PodLogFollower } from '../../hack/lib/pod-logs.js';

@@ -106,11 +106,14 @@ async function rollout(): Promise<{ handovers: Handover[]; timelines: LeaseTimel
   return r;
 }
 
-/** The controller's leases handed over (measureHandovers adds the snapshot-controller's where an earlier test left it managed). */
+/** One of the controller's leases (measureHandovers adds the snapshot-controller's where an earlier test left it managed). */
+const controllerLease = (lease: string) => lease !== SAMPLE_SNAPSHOT_CONTROLLER.lease;
+
+/** The controller's leases handed over. */
 const handedOver = (handovers: readonly Handover[]) =>
   handovers
     .map((h) => h.lease)
-    .filter((l) => l !== SAMPLE_SNAPSHOT_CONTROLLER.lease)
+    .filter(controllerLease)
     .sort();
 
 /** A rollout in which the witness wrote nothing: every lease still released, on the kubelet's report, as without it. */
@@ -171,7 +174,7 @@ describe('node witness', () => {
         // The snapshot-controller's (where an earlier test left it managed) may go either way: its pod is gone about
         // 1.8 s after its SIGTERM, and a witness slowed by the node's load (a 5m CPU request, two cores for both
         // nodes) has been seen to write its condition after that, so that the kubelet's report released it.
-        if (t.lease !== SAMPLE_SNAPSHOT_CONTROLLER.lease) expect(t.evidence, `evidence on ${t.oldPod}`).toBeDefined();
+        if (controllerLease(t.lease)) expect(t.evidence, `evidence on ${t.oldPod}`).toBeDefined();
         expect(t.released, `${t.lease} released, not left to expire`).toBeDefined();
         expect(t.lastExit, `${t.oldPod}'s last exit recorded`).toBeDefined();
         expect(t.released ?? 0).toBeGreaterThanOrEqual(t.lastExit ?? Infinity);
@@ -182,7 +185,7 @@ describe('node witness', () => {
       // each old leader's report.
       expect((await witnessedReleases()) - before).toBeGreaterThanOrEqual(handedOver(handovers).length);
       expect((await acceptedReports()) - reportsBefore).toBeGreaterThanOrEqual(
-        new Set(timelines.filter((t) => t.lease !== SAMPLE_SNAPSHOT_CONTROLLER.lease).map((t) => t.oldPod)).size,
+        new Set(timelines.filter((t) => controllerLease(t.lease)).map((t) => t.oldPod)).size,
       );
     }
     expect([...byRuntime.keys()].sort()).toEqual(['containerd', 'cri-o']);
