@@ -75,6 +75,9 @@ export function planLease(s: HandoverSnapshot, lease: V1Lease, now: number): Lea
     const verdict = provenDead(r.pod, s.nodes);
     return { action: 'refuse', holder, reason: verdict.dead ? decision.reason : verdict.reason, message: decision.message };
   }
+  // Another controller's lease in a namespace our drivers elect in: no handover of ours is pending, so nothing is
+  // refused either (counting it would raise CSIHandoverReleaseRefused on each of its leader changes).
+  if (r.kind === 'unresolved' && r.reason === 'unknown-identity' && s.foreignHolder({ namespace, identity: holder })) return { action: 'none' };
   return { action: 'refuse', holder, reason: r.kind === 'unresolved' ? r.reason : decision.reason, message: decision.message };
 }
 

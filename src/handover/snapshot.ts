@@ -113,6 +113,18 @@ export class HandoverSnapshot {
     return r;
   }
 
+  /**
+   * The pod of no managed workload that holds under this identity, if one does: another controller electing in a
+   * drivers' namespace (a driver's own operator on OpenShift, a snapshot-controller). Asked only when the
+   * managed workloads' pods do not resolve it, so it never stands in for one of them.
+   */
+  foreignHolder(key: HolderKey): ObservedPod | undefined {
+    const candidates = new Set(this.candidatesFor(key.namespace));
+    const others = this.src.podsIn(key.namespace).filter((o) => !candidates.has(o));
+    const r = resolveHolder(key.identity, others, this.nodes);
+    return r.kind === 'pod' ? r.pod : undefined;
+  }
+
   /** Whether the pod's processes may still run: not gone and not proven dead. */
   mayRun(p: ObservedPod): boolean {
     return !p.gone && !provenDead(p, this.nodes).dead;

@@ -179,8 +179,26 @@ describe('planLease', () => {
       'none',
     ],
     [
-      'same-named pod of an unmanaged app: not a candidate',
+      'held by a finished pod of an unmanaged app: another controller’s lease, neither released nor refused',
       { pods: [observed('ctrl-old', { gone: true, state: 'terminated', app: 'other' }), observed('ctrl-new')], lease: lease('ctrl-old') },
+      'none',
+    ],
+    [
+      'held by a running pod of an unmanaged app (its leader changed): nothing to say',
+      {
+        pods: [observed('snapshot-controller-7c5f-8lq9t', { app: 'snapshot-controller' }), observed('ctrl-new')],
+        lease: lease('snapshot-controller-7c5f-8lq9t'),
+      },
+      'none',
+    ],
+    [
+      'client-go style <pod>_<suffix> of an unmanaged pod: another controller’s lease',
+      { pods: [observed('driver-operator-5d9f-x2x7q', { app: 'operator' }), observed('ctrl-new')], lease: lease('driver-operator-5d9f-x2x7q_1f0c9a') },
+      'none',
+    ],
+    [
+      'an unmanaged pod elsewhere does not vouch for an identity here: refused (unknown)',
+      { pods: [observed('other-7c5f-abcde', { app: 'other', ns: 'elsewhere' }), observed('ctrl-new')], lease: lease('other-7c5f-abcde') },
       'refuse unknown-identity',
     ],
     [
