@@ -108,6 +108,14 @@ up() {
   write_kubeconfig "$local_dir/kube-scheduler.kubeconfig" kube-scheduler system:kube-scheduler
 
   "$root/hack/nodes.sh" net-up 9>&-
+  # The nodes' runtimes and images need no API server: they come up while the control plane does. Every way out
+  # of `up` waits for them, so no import is still writing when a `down` or another `up` takes the lock.
+  local nodes_pid=""
+  if [[ -z "${CONTROL_PLANE_ONLY:-}" ]]; then
+    CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" runtimes 9>&- &
+    nodes_pid=$!
+    trap 'wait '"$nodes_pid"' 2>/dev/null || true' EXIT
+  fi
   port_free "127.0.0.1:$etcd_port" etcd; port_free "127.0.0.1:$etcd_peer_port" etcd; port_free "$api_addr:$api_port" kube-apiserver
   port_free "127.0.0.1:$kcm_port" kube-controller-manager; port_free "127.0.0.1:$sched_port" kube-scheduler
   start etcd "$bin/etcd" --name local --data-dir "$local_dir/etcd" \
@@ -172,6 +180,8 @@ POLICY
 
   # A control-plane restart (a fault) leaves the nodes, their images and KWOK as they are.
   [[ -n "${CONTROL_PLANE_ONLY:-}" ]] && { log "control plane up"; return; }
+  wait "$nodes_pid" || { log "the nodes' runtimes or images did not come up (above)"; exit 1; }
+  trap - EXIT
   CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/nodes.sh" up 9>&-
   ((kwok_nodes == 0)) || kwok_up "$bin"
   log "cluster up; export KUBECONFIG=$kubeconfig"

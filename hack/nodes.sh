@@ -3,9 +3,10 @@
 # of namespaces held by one anchor process (network, mount, UTS), a veth into a bridge this script creates, and
 # inside it a container runtime (runc, CNI bridge), a kubelet and a kube-proxy of its own. The runtimes are mixed,
 # as in a cluster halfway through a runtime migration: node-1 runs containerd, node-2 CRI-O with conmon in
-# OpenShift's layout (NODE_RUNTIMES overrides, one word per node). Nothing is routed off the
+# OpenShift's layout (NODE_RUNTIMES overrides, one word per node; NODE_IMAGES limits the images imported). Nothing is routed off the
 # machine; the host's default route, iptables and mounts are not touched, and `down` undoes the rest (cgroups,
 # kernel sysctls the kubelet sets, the bridge).
+#   hack/nodes.sh runtimes           every node's namespaces, runtime and images, without its kubelet (idempotent)
 #   hack/nodes.sh up                 start every node (idempotent), import the images, wait until Ready
 #   hack/nodes.sh down               stop every node and remove all it made on the host
 #   hack/nodes.sh stop|start <node> <kubelet|runtime|kube-proxy>   a fault: stop (SIGKILL) or start one part
@@ -349,7 +350,7 @@ start_part() {
   log "$n: started $name (pid $!)"
 }
 
-node_up() { # node_up <node> <bin dir>
+node_prepare() { # node_prepare <node> <bin dir>: certificates, configs, namespaces and cgroups (idempotent)
   local n="$1" bin="$2" d="$nodes_dir/$1" i ip c
   i="$(node_index "$n")" ip="$node_net.0.$((10 + i))"
   node_certs "$n"
@@ -388,8 +389,13 @@ node_up() { # node_up <node> <bin dir>
       cat "$c/cpuset.cpus" >"$c$cgroup_prefix-$n/cpuset.cpus"; cat "$c/cpuset.mems" >"$c$cgroup_prefix-$n/cpuset.mems"
     fi
   done
+}
+
+node_up() { # node_up <node> <bin dir> <images>: the runtime and images (if not there yet), the record, kubelet, kube-proxy
+  local n="$1" bin="$2" d="$nodes_dir/$1" ip="$node_net.0.$((10 + $(node_index "$1")))"
+  node_prepare "$n" "$bin"
   runtime_up "$n" "$bin"
-  import_images "$n" "$bin"
+  import_images "$n" "$bin" "$3"
   # The node's own record of its containers, for tests and benchmarks (hack/node-record.ts): a host process.
   if ! alive "$n" record; then
     local runtime_args=(--ctr "$bin/ctr")
@@ -431,10 +437,19 @@ ctr_k8s() {
   "$bin/ctr" --address "$sock" -n k8s.io "$@" 2> >(grep -v 'DEPRECATION: The support for cgroup v1' >&2)
 }
 
-import_images() { # import_images <node> <bin dir>: every image of hack/images.sh not yet in the node's runtime
-  local n="$1" bin="$2" d="$nodes_dir/$1" sock have tar ref images rt; sock="$(runtime_socket "$1")" rt="$(runtime_of "$1")"
-  # Built first, so a failed build stops here (a process substitution would hide its exit status).
-  images="$(CSI_HANDOVER_BIN_DIR="$bin" "$root/hack/images.sh")" || die "$n: building the images failed (above)"
+# The images of hack/images.sh, one "<ref> <tarball>" per line: built first, so a failed build stops the caller
+# (a process substitution would hide its exit status). With NODE_IMAGES (refs, space-separated) only those and the
+# pause image: a throwaway cluster that runs a shell pod need not unpack every sidecar into both runtimes.
+image_list() {
+  local all; all="$(CSI_HANDOVER_BIN_DIR="$1" "$root/hack/images.sh")" || die "building the images failed (above)"
+  [[ -n "${NODE_IMAGES:-}" ]] || { echo "$all"; return; }
+  local want=" $pause_image $NODE_IMAGES " ref tar
+  while read -r ref tar; do [[ "$want" == *" $ref "* ]] && echo "$ref $tar"; done <<<"$all"
+  true
+}
+
+import_images() { # import_images <node> <bin dir> <images>: every image of the list not yet in the node's runtime
+  local n="$1" bin="$2" d="$nodes_dir/$1" images="$3" sock have tar ref rt imported=0; sock="$(runtime_socket "$1")" rt="$(runtime_of "$1")"
   # Tarball names carry their content's key: another one under a tag than the last imported is a rebuilt image.
   have="$d/images-imported"
   touch "$have"
@@ -449,8 +464,9 @@ import_images() { # import_images <node> <bin dir>: every image of hack/images.s
       ctr_k8s "$bin" "$sock" images import "$tar" >/dev/null
     fi
     echo "$ref $tar" >>"$have"
+    imported=$((imported + 1))
   done <<<"$images"
-  log "$n: images imported"
+  ((imported == 0)) || log "$n: $imported image(s) imported"
 }
 
 wait_nodes_ready() {
@@ -467,27 +483,43 @@ wait_nodes_ready() {
 
 net_up() { mkdir -p "$nodes_dir" "$logs"; reclaim_dead_clusters; save_host_state; bridge_up; }
 
-up() {
-  local bin n; bin="$(bin_dir)"
+# Every node's namespaces, runtime and images, the nodes side by side: none of it needs the API server, so
+# hack/cluster.sh runs this while the control plane starts. Importing the images is most of a fresh node's start
+# (about 10 s each here), and one node's import need not wait for the other's.
+runtimes() { # runtimes <bin dir> <images>
+  local bin="$1" images="$2" n p pids=() failed=0
   net_up
+  # One at a time: signing the node certificates writes the CA's serial file.
+  for n in $(node_names); do node_prepare "$n" "$bin"; done
+  for n in $(node_names); do
+    { runtime_up "$n" "$bin" && import_images "$n" "$bin" "$images"; } &
+    pids+=("$!")
+  done
+  for p in "${pids[@]}"; do wait "$p" || failed=1; done
+  ((failed == 0)) || die "a node's runtime or images did not come up (above)"
+}
+
+up() {
+  local bin n images; bin="$(bin_dir)"
+  images="$(image_list "$bin")"
+  runtimes "$bin" "$images"
   [[ -f "$pki/kube-proxy.crt" ]] || sign "$pki/kube-proxy" "/CN=system:kube-proxy" ""
-  for n in $(node_names); do node_up "$n" "$bin"; done
+  for n in $(node_names); do node_up "$n" "$bin" "$images"; done
   wait_nodes_ready "$bin"
 }
 
-# Every process whose cgroup is one of ours, or that runs inside a node's namespaces.
+# Every process whose cgroup is one of ours, or that runs inside a node's namespaces. One grep over every
+# process's cgroup file and one find over their mount namespaces: a few commands per process took 5 s.
 node_processes() {
-  local p n anchor_ns
-  for p in /proc/[0-9]*; do
-    grep -qs ":/$cgroup_prefix-node-" "$p/cgroup" && running "${p#/proc/}" && echo "${p#/proc/}"
-  done
-  for n in $(node_names); do
-    alive "$n" anchor || continue
-    anchor_ns="$(readlink "/proc/$(pid_of "$n" anchor)/ns/mnt")"
-    for p in /proc/[0-9]*; do
-      [[ "$(readlink "$p/ns/mnt" 2>/dev/null)" == "$anchor_ns" ]] && running "${p#/proc/}" && echo "${p#/proc/}"
+  local n anchor_ns p
+  {
+    grep -ls -- ":/$cgroup_prefix-node-" /proc/[0-9]*/cgroup | cut -d/ -f3 || true
+    for n in $(node_names); do
+      alive "$n" anchor || continue
+      anchor_ns="$(readlink "/proc/$(pid_of "$n" anchor)/ns/mnt")" || continue
+      find /proc/[0-9]*/ns/mnt -maxdepth 0 -printf '%l %h\n' 2>/dev/null | awk -v ns="$anchor_ns" '$1 == ns { split($2, d, "/"); print d[3] }' || true
     done
-  done
+  } | sort -un | while read -r p; do if running "$p"; then echo "$p"; fi; done
   true
 }
 
@@ -531,6 +563,7 @@ down() {
 
 case "${1:-}" in
   net-up) net_up ;;
+  runtimes) bin="$(bin_dir)"; images="$(image_list "$bin")"; runtimes "$bin" "$images" ;;
   up) up ;;
   down) down ;;
   processes) node_processes ;;
@@ -540,13 +573,15 @@ case "${1:-}" in
   start)
     bin="$(bin_dir)"
     case "$3" in
-      kubelet|kube-proxy|runtime|containerd|crio) node_up "$2" "$bin" ;;
+      kubelet|kube-proxy|runtime|containerd|crio) images="$(image_list "$bin")"; node_up "$2" "$bin" "$images" ;;
       *) die "start: kubelet, kube-proxy or runtime" ;;
     esac ;;
   freeze) kill -STOP "$(pid_of "$2" kubelet)" ;;
   thaw) kill -CONT "$(pid_of "$2" kubelet)" ;;
   exec) n="$2"; shift 2; in_node "$n" "$@" ;;
   runtime) runtime_of "$2" ;;
-  images) bin="$(bin_dir)"; for n in $(node_names); do alive "$n" "$(runtime_of "$n")" && import_images "$n" "$bin"; done ;;
+  images)
+    bin="$(bin_dir)"; images="$(image_list "$bin")"
+    for n in $(node_names); do alive "$n" "$(runtime_of "$n")" && import_images "$n" "$bin" "$images"; done ;;
   *) echo "usage: $0 up|down|processes|stop|start|freeze|thaw|exec|runtime|images" >&2; exit 2 ;;
 esac

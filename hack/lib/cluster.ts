@@ -29,6 +29,8 @@ export const SECOND_CLUSTER_ENV = {
   APISERVER_PORT: '18443',
   KCM_PORT: '22257',
   SCHEDULER_PORT: '22259',
+  // Its tests run shell pods only (hack/nodes.sh imports just these and the pause image).
+  NODE_IMAGES: 'csi-handover.local/shell:v1',
 } as const;
 export const kubeconfigPath = join(localDir, 'kubeconfig');
 export const binDir = join(process.env.CSI_HANDOVER_CACHE ?? join(homedir(), '.cache', 'csi-handover'), 'bin');

@@ -15,7 +15,7 @@ import { hostState, type HostState } from '../../hack/lib/host-state.js';
 
 const run = promisify(execFile);
 const dir = mkdtempSync('/tmp/csi-handover-real-');
-const env = {
+const env: NodeJS.ProcessEnv = {
   ...process.env,
   CSI_HANDOVER_LOCAL: dir,
   ...SECOND_CLUSTER_ENV,
@@ -56,6 +56,9 @@ async function running(name: string): Promise<Pod> {
 }
 
 beforeAll(async () => {
+  // Resolved once: each script would otherwise check every build's key again (about 3 s a call, and the restarts
+  // below call hack/nodes.sh several times).
+  env.CSI_HANDOVER_BIN_DIR = (await run(join(repoRoot, 'hack', 'bins.sh'), [], { env, maxBuffer: 16 << 20 })).stdout.trim();
   before = await hostState([dir]);
   await run(script, ['up'], { env, maxBuffer: 16 << 20 });
   http = new KubeHttp(kubeconfigAccess(join(dir, 'kubeconfig')));
