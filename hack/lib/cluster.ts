@@ -89,8 +89,14 @@ export async function applyKustomization(dir: string, edit: (o: Rendered) => voi
   await kubectlOnObjects(objs, 'apply');
 }
 
+/**
+ * The environment for hack/cluster.sh and hack/nodes.sh while the cluster runs: its binaries are those in binDir
+ * (the `up` that started it installed them), so a script need not check every build's key again (3 s a call).
+ */
+const scriptEnv = (): NodeJS.ProcessEnv => ({ ...process.env, CSI_HANDOVER_BIN_DIR: process.env.CSI_HANDOVER_BIN_DIR ?? binDir });
+
 export async function clusterScript(...args: string[]): Promise<string> {
-  const { stdout } = await run(join(repoRoot, 'hack', 'cluster.sh'), args, { env: process.env, maxBuffer: 16 * 1024 * 1024 });
+  const { stdout } = await run(join(repoRoot, 'hack', 'cluster.sh'), args, { env: scriptEnv(), maxBuffer: 16 * 1024 * 1024 });
   return stdout;
 }
 
@@ -141,7 +147,7 @@ export async function nodeEvents(stateDir = localDir): Promise<NodeEvent[]> {
  * its containers running; `false` lets it talk again.
  */
 export async function setPartitioned(node: string, partitioned: boolean): Promise<void> {
-  await run(join(repoRoot, 'hack', 'nodes.sh'), [partitioned ? 'freeze' : 'thaw', node], { env: process.env });
+  await run(join(repoRoot, 'hack', 'nodes.sh'), [partitioned ? 'freeze' : 'thaw', node], { env: scriptEnv() });
 }
 
 /**
@@ -149,7 +155,7 @@ export async function setPartitioned(node: string, partitioned: boolean): Promis
  * `runtime`: the node's containerd or crio (their containers live on under containerd's shims or conmon).
  */
 export async function nodeComponent(action: 'stop' | 'start', node: string, component: 'kubelet' | 'runtime'): Promise<void> {
-  await run(join(repoRoot, 'hack', 'nodes.sh'), [action, node, component], { env: process.env, maxBuffer: 16 << 20 });
+  await run(join(repoRoot, 'hack', 'nodes.sh'), [action, node, component], { env: scriptEnv(), maxBuffer: 16 << 20 });
 }
 
 /** Each real node's container runtime, as its kubelet reports it: node name → `containerd` or `cri-o`. */
