@@ -20,6 +20,8 @@ import type { Metrics } from '../metrics.js';
 
 /** How often the grant is asked again unprompted: a role binding can change unseen. */
 export const WITNESS_POLICY_RECHECK_MS = 60_000;
+/** How long the first check waits for the policy caches' first list: an API server without the API never gives one. */
+export const WITNESS_POLICY_FIRST_CHECK_WAIT_MS = 10_000;
 
 export interface WitnessPolicyDeps {
   http: KubeHttp;
@@ -38,6 +40,7 @@ export class WitnessPolicyWatch {
   private timer: NodeJS.Timeout | undefined;
   private checking: Promise<void> | undefined;
   private again = false;
+  private stopped = false;
 
   constructor(private readonly d: WitnessPolicyDeps) {}
 
@@ -51,16 +54,36 @@ export class WitnessPolicyWatch {
   }
 
   start(): void {
+    this.stopped = false;
     const changed = (): void => void this.check();
     for (const i of [this.d.policies, this.d.bindings]) i.on('add', changed).on('update', changed).on('delete', changed);
     this.d.witnesses.on('add', changed).on('delete', changed);
     this.timer = setInterval(changed, WITNESS_POLICY_RECHECK_MS);
     this.timer.unref();
-    void this.check();
+    void this.firstCheck();
   }
 
   stop(): void {
+    this.stopped = true;
     if (this.timer) clearInterval(this.timer);
+  }
+
+  /**
+   * The first answer, once the policy caches have listed (or after WITNESS_POLICY_FIRST_CHECK_WAIT_MS). Asked at
+   * once, every replica's start warned that the policies "cannot be read", and with no policy to list (no add event)
+   * kept saying so for a whole recheck period. Until then the condition is not trusted, as before: "not checked yet".
+   */
+  private async firstCheck(): Promise<void> {
+    let wait: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.all([this.d.policies.waitForSync(), this.d.bindings.waitForSync()]),
+      new Promise<void>((resolve) => {
+        wait = setTimeout(resolve, WITNESS_POLICY_FIRST_CHECK_WAIT_MS);
+        wait.unref();
+      }),
+    ]);
+    clearTimeout(wait);
+    if (!this.stopped) await this.check();
   }
 
   /** One check at a time; a change during one makes one more. */

@@ -5,9 +5,10 @@ import type { V1Lease, V1Node, V1Pod } from '@kubernetes/client-node';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
+import type { Logger } from 'pino';
 import { parseAllDocuments } from 'yaml';
 import { ObservedWorld } from '../../src/controller/handover/world.js';
-import { WITNESS_POLICY_RECHECK_MS, WitnessPolicyWatch } from '../../src/controller/witness-policy.js';
+import { WITNESS_POLICY_FIRST_CHECK_WAIT_MS, WITNESS_POLICY_RECHECK_MS, WitnessPolicyWatch } from '../../src/controller/witness-policy.js';
 import { witnessOf } from '../../src/handover/observed-pod.js';
 import { type EvidenceContext, judgeEvidence, witnessCondition } from '../../src/handover/witness-evidence.js';
 import { type BindingObject, type PolicyObject, policyDigest, SHIPPED_POLICY_DIGEST, witnessPolicyTrust } from '../../src/handover/witness-policy.js';
@@ -209,6 +210,24 @@ describe('WitnessPolicyWatch', () => {
     hasSynced(): boolean {
       return true;
     }
+    waitForSync(): Promise<void> {
+      return Promise.resolve();
+    }
+  }
+  /** Lists when told to (never, for an API server without the API). */
+  class LateInformer<T extends PolicyObject | BindingObject> extends FakeInformer<T> {
+    private synced = false;
+    private readonly waiters: (() => void)[] = [];
+    hasSynced(): boolean {
+      return this.synced;
+    }
+    waitForSync(): Promise<void> {
+      return this.synced ? Promise.resolve() : new Promise((resolve) => this.waiters.push(resolve));
+    }
+    sync(): void {
+      this.synced = true;
+      for (const w of this.waiters.splice(0)) w();
+    }
   }
   const inForce = { set: vi.fn<(v: number) => void>() };
   let mayAttest = true;
@@ -223,17 +242,19 @@ describe('WitnessPolicyWatch', () => {
   const bindings = new SyncedInformer<BindingObject>();
   policies.put({ ...policy, metadata: { name: 'csi-handover-witness' } });
   bindings.put({ ...binding, metadata: { name: 'csi-handover-witness' } });
-  const watch = new WitnessPolicyWatch({
-    http,
-    log: makeLogger('test', 'silent'),
-    metrics: { witnessPolicyInForce: inForce } as unknown as Pick<Metrics, 'witnessPolicyInForce'>,
-    events: { emit: () => Promise.resolve() } as unknown as EventRecorder,
-    policies: policies as unknown as Informer<PolicyObject>,
-    bindings: bindings as unknown as Informer<BindingObject>,
-    witnesses: new FakeInformer<V1Pod>(),
-    witnessNamespace: 'csi-handover-witness',
-    isLeader: () => true,
-  });
+  const watchOver = (p: FakeInformer<PolicyObject>, b: FakeInformer<BindingObject>, warnings: string[] = []) =>
+    new WitnessPolicyWatch({
+      http,
+      log: { ...makeLogger('test', 'silent'), warn: (_o: unknown, msg: string) => warnings.push(msg), info: () => undefined } as unknown as Logger,
+      metrics: { witnessPolicyInForce: inForce } as unknown as Pick<Metrics, 'witnessPolicyInForce'>,
+      events: { emit: () => Promise.resolve() } as unknown as EventRecorder,
+      policies: p as unknown as Informer<PolicyObject>,
+      bindings: b as unknown as Informer<BindingObject>,
+      witnesses: new FakeInformer<V1Pod>(),
+      witnessNamespace: 'csi-handover-witness',
+      isLeader: () => true,
+    });
+  const watch = watchOver(policies, bindings);
   // A check awaits the review's answer: letting 1 ms pass runs what is queued.
   const settle = () => vi.advanceTimersByTimeAsync(1);
 
@@ -265,6 +286,47 @@ describe('WitnessPolicyWatch', () => {
       expect(inForce.set).toHaveBeenLastCalledWith(1);
     } finally {
       watch.stop();
+      vi.useRealTimers();
+    }
+  });
+
+  it('answers first once the policy caches have listed: a start is not told they "cannot be read"', async () => {
+    vi.useFakeTimers();
+    const p = new LateInformer<PolicyObject>();
+    const b = new LateInformer<BindingObject>();
+    p.put({ ...policy, metadata: { name: 'csi-handover-witness' } });
+    b.put({ ...binding, metadata: { name: 'csi-handover-witness' } });
+    const warnings: string[] = [];
+    const late = watchOver(p, b, warnings);
+    try {
+      late.start();
+      await vi.advanceTimersByTimeAsync(2_000);
+      expect(late.current()).toEqual({ trusted: false, why: 'not checked yet' });
+      p.sync();
+      b.sync();
+      await settle();
+      expect(late.current().trusted).toBe(true);
+      expect(warnings).toEqual([]);
+    } finally {
+      late.stop();
+      vi.useRealTimers();
+    }
+  });
+
+  it('an API server whose caches never list: "cannot be read" after the first check’s wait, not before', async () => {
+    vi.useFakeTimers();
+    const warnings: string[] = [];
+    const never = watchOver(new LateInformer<PolicyObject>(), new LateInformer<BindingObject>(), warnings);
+    try {
+      never.start();
+      await vi.advanceTimersByTimeAsync(WITNESS_POLICY_FIRST_CHECK_WAIT_MS - 1_000);
+      expect(never.current()).toEqual({ trusted: false, why: 'not checked yet' });
+      await vi.advanceTimersByTimeAsync(1_000);
+      await settle();
+      expect(never.current()).toMatchObject({ trusted: false, why: expect.stringMatching(/cannot be read/) as unknown });
+      expect(warnings).toHaveLength(1);
+    } finally {
+      never.stop();
       vi.useRealTimers();
     }
   });
