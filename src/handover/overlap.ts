@@ -7,6 +7,9 @@
 //   earliest sidecar is the one at risk).
 // The new pod goes early only when the slowest recent death plus a margin is still reported before the fastest
 // recent start could try; with too few observations, or after an early start that lost, it waits for the release.
+import type { V1Pod } from '@kubernetes/client-node';
+import { parseKubeTime } from './kube-time.js';
+import { leaseCapableContainers } from './proven-dead.js';
 
 /** Observations kept per key: a few rollouts' worth, so the model follows the nodes as they are now. */
 const WINDOW = 10;
@@ -91,6 +94,21 @@ export interface LetGo {
   early: boolean;
 }
 
+/**
+ * By when every container of the pod that may hold a lease had started, as its kubelet has reported so far: the
+ * last `startedAt` plus the second it is rounded down to. Undefined while one has not been reported started.
+ */
+export function containersStartedBy(pod: V1Pod): number | undefined {
+  let last = -Infinity;
+  for (const c of leaseCapableContainers(pod)) {
+    const state = c.status?.state;
+    const started = parseKubeTime(state?.running?.startedAt ?? state?.terminated?.startedAt);
+    if (started === undefined) return undefined;
+    last = Math.max(last, started + 1_000);
+  }
+  return Number.isFinite(last) ? last : undefined;
+}
+
 /** The lift after a release can reach us a little before the Lease event of that release. */
 const RELEASE_ORDER_SLACK_MS = 100;
 
@@ -98,16 +116,20 @@ const RELEASE_ORDER_SLACK_MS = 100;
  * What one handover teaches: how long the old leader took from its deletion to our release (`death`); for a
  * pod let go after the release, how long it took to its first acquisition (`start`: it found the lease free);
  * for a pod let go early, whether it lost the race (`lost`). Only our own releases teach anything.
+ * `startedBy`: by when the new pod's containers had all started (containersStartedBy; the acquisition itself when
+ * the kubelet had not reported them all yet). A sidecar tries the lease once its container runs, so on a busy node
+ * a pod whose last container started seconds after the release did not lose a race: it started late.
  */
 export function lessonOf(
   h: { releasedBy: string; releasedAt?: number; stopAt?: number; acquiredAt: number },
   letGo: LetGo | undefined,
+  startedBy?: number,
 ): { death?: number; start?: number; lost?: boolean } {
   if (h.releasedBy !== 'operator' || h.releasedAt === undefined) return {};
   const death = h.stopAt === undefined ? undefined : h.releasedAt - h.stopAt;
   if (!letGo) return { death };
   if (!letGo.early) return letGo.at >= h.releasedAt - RELEASE_ORDER_SLACK_MS ? { death, start: h.acquiredAt - letGo.at } : { death };
-  return { death, lost: h.acquiredAt - Math.max(letGo.at, h.releasedAt) > LOST_AFTER_MS };
+  return { death, lost: h.acquiredAt - Math.max(letGo.at, h.releasedAt, startedBy ?? -Infinity) > LOST_AFTER_MS };
 }
 
 /** After a pod started before the release lost the race, its workload's new pods wait for releases this long. */

@@ -23,13 +23,13 @@ type ContainerActivity =
   | { kind: 'waiting'; container: string; why: string }
   | { kind: 'unknown'; container: string };
 
-interface LeaseCapableContainer {
+export interface LeaseCapableContainer {
   name: string;
   status: V1ContainerStatus | undefined;
 }
 
 /** Regular containers and native sidecars (restartable init containers): the ones that run alongside the app. */
-function leaseCapableContainers(pod: V1Pod): LeaseCapableContainer[] {
+export function leaseCapableContainers(pod: V1Pod): LeaseCapableContainer[] {
   const status = pod.status;
   return [
     ...(pod.spec?.containers ?? []).map((c) => ({ name: c.name, status: status?.containerStatuses?.find((s) => s.name === c.name) })),

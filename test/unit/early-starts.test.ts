@@ -17,7 +17,7 @@ const dep: V1Deployment = {
   metadata: { namespace: NS, name: 'ctrl', labels: { 'csi-handover.io/driver': 'd' } },
   spec: { selector: { matchLabels: { app: 'ctrl' } }, template: { spec: { containers: [{ name: 'csi-attacher' }] } } },
 };
-const pod = (name: string, o: { deleting?: boolean; annotations?: Record<string, string> } = {}): V1Pod => ({
+const pod = (name: string, o: { deleting?: boolean; annotations?: Record<string, string>; startedAt?: number; waiting?: boolean } = {}): V1Pod => ({
   metadata: {
     name,
     namespace: NS,
@@ -27,7 +27,19 @@ const pod = (name: string, o: { deleting?: boolean; annotations?: Record<string,
     ...(o.deleting ? { deletionTimestamp: new Date(NOW - 1_000), deletionGracePeriodSeconds: 30 } : {}),
   },
   spec: { nodeName: 'n1', containers: [{ name: 'csi-attacher' }] },
-  status: { phase: 'Running', containerStatuses: [{ name: 'csi-attacher', image: 'i', imageID: '', ready: true, restartCount: 0, state: { running: {} } }] },
+  status: {
+    phase: 'Running',
+    containerStatuses: [
+      {
+        name: 'csi-attacher',
+        image: 'i',
+        imageID: '',
+        ready: !o.waiting,
+        restartCount: 0,
+        state: o.waiting ? { waiting: { reason: 'ContainerCreating' } } : { running: { startedAt: new Date(o.startedAt ?? NOW - 5_000) } },
+      },
+    ],
+  },
 });
 const lease: V1Lease = {
   metadata: { namespace: NS, name: 'external-attacher-leader' },
@@ -66,15 +78,25 @@ const handover = (newPod: string, afterMs: number): HandoverRecord => ({
 });
 
 describe('EarlyStarts: a pod first seen ungated', () => {
-  it.each<[string, { annotations?: Record<string, string> }, boolean, number, boolean]>([
+  it.each<[string, { annotations?: Record<string, string>; startedAt?: number; waiting?: boolean }, boolean, number, boolean]>([
     ['unmarked, while its workload’s handover was pending (the webhook answered from its cache), lost the race', {}, true, 30_000, true],
     ['unmarked, while its workload’s handover was pending, took the lease at once', {}, true, 2_000, false],
     ['unmarked, nothing pending (a scale-up): not let go early, learns nothing of a race', {}, false, 30_000, false],
     ['marked by the webhook (overlap), lost the race', { annotations: { [HANDOVER_STATE]: 'started: overlap: x' } }, false, 30_000, true],
+    [
+      'let go early, its last container started 8 s after the release (a busy node), the lease taken 1 s later: a late start, not a lost race',
+      { startedAt: NOW + 8_000 },
+      true,
+      9_500,
+      false,
+    ],
+    ['let go early, a container not reported started yet when the lease was taken: no lost race to tell', { waiting: true }, true, 30_000, false],
+    ['let go early, its containers up 4 s before the release, the lease taken 30 s later: lost', { startedAt: NOW - 4_000 }, true, 30_000, true],
   ])('%s', async (_n, o, pending, afterMs, wantLost) => {
     const { e, lost } = early();
-    e.podSeen(pod('ctrl-new', o), undefined, () => pending);
-    e.learn(handover('ctrl-new', afterMs), old, s);
+    const next = pod('ctrl-new', o);
+    e.podSeen(next, undefined, () => pending);
+    e.learn(handover('ctrl-new', afterMs), old, { pod: next, gone: false }, s);
     expect(await lost()).toBe(wantLost ? 1 : 0);
     // After a lost race the workload's new pods wait for the release again, witness or not.
     expect(e.earlyLift(s)?.(old)).toBe(wantLost ? undefined : NOW);

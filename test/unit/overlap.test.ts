@@ -1,7 +1,18 @@
 // The model behind early starts: the slowest recent death against the fastest recent start, per workload (and
 // per node for deaths), nothing before enough of both, and back to waiting after a start that lost.
+import type { V1Pod } from '@kubernetes/client-node';
 import { describe, expect, it } from 'vitest';
-import { earlyLiftAt, lessonOf, LOST_AFTER_MS, LOST_BACKOFF_MS, MARGIN_MS, MIN_SAMPLES, OverlapModel, witnessLiftAt } from '../../src/handover/overlap.js';
+import {
+  containersStartedBy,
+  earlyLiftAt,
+  lessonOf,
+  LOST_AFTER_MS,
+  LOST_BACKOFF_MS,
+  MARGIN_MS,
+  MIN_SAMPLES,
+  OverlapModel,
+  witnessLiftAt,
+} from '../../src/handover/overlap.js';
 
 describe('OverlapModel', () => {
   const W = 'ns/ctrl';
@@ -59,7 +70,7 @@ describe('OverlapModel', () => {
 
 describe('lessonOf (what one handover teaches)', () => {
   const h = { releasedBy: 'operator', stopAt: 10_000, releasedAt: 11_000, acquiredAt: 12_500 };
-  it.each<[string, Parameters<typeof lessonOf>[0], Parameters<typeof lessonOf>[1], ReturnType<typeof lessonOf>]>([
+  it.each<[string, Parameters<typeof lessonOf>[0] & { startedBy?: number }, Parameters<typeof lessonOf>[1], ReturnType<typeof lessonOf>]>([
     ['a pod let go after our release: the death and its start', h, { at: 11_050, early: false }, { death: 1000, start: 1450 }],
     ['the lift seen a hair before the release event: still after it', h, { at: 10_950, early: false }, { death: 1000, start: 1550 }],
     ['a pod let go well before the release without the model (a timeout, a surge): no start', h, { at: 9_000, early: false }, { death: 1000 }],
@@ -83,10 +94,53 @@ describe('lessonOf (what one handover teaches)', () => {
       { death: 800, lost: false },
     ],
     ['a pod never gated (a candidate that was up already): only the death', h, undefined, { death: 1000 }],
+    [
+      'an early pod whose last container started after the release, and that acquired soon after it started: did not lose',
+      { ...h, acquiredAt: 11_000 + LOST_AFTER_MS + 3_000, startedBy: 11_000 + LOST_AFTER_MS + 1_000 },
+      { at: 10_100, early: true },
+      { death: 1000, lost: false },
+    ],
+    [
+      'an early pod up before the release that acquired a retry period after it: lost',
+      { ...h, acquiredAt: 11_000 + LOST_AFTER_MS + 1, startedBy: 10_900 },
+      { at: 10_100, early: true },
+      { death: 1000, lost: true },
+    ],
     ['released by the holder itself or by expiry: nothing', { ...h, releasedBy: 'holder' }, { at: 11_050, early: false }, {}],
     ['no stop seen: no death', { ...h, stopAt: undefined }, { at: 11_050, early: false }, { death: undefined, start: 1450 }],
-  ])('%s', (_n, record, letGo, want) => {
-    expect(lessonOf(record, letGo)).toEqual(want);
+  ])('%s', (_n, { startedBy, ...record }, letGo, want) => {
+    expect(lessonOf(record, letGo, startedBy)).toEqual(want);
+  });
+});
+
+describe('containersStartedBy', () => {
+  const at = (iso: string) => Date.parse(iso);
+  const pod = (states: object[], init: object[] = []): V1Pod => ({
+    spec: {
+      containers: states.map((_, i) => ({ name: `c${i}` })),
+      initContainers: init.map((_, i) => ({ name: `i${i}`, restartPolicy: 'Always' })),
+    },
+    status: {
+      containerStatuses: states.map((state, i) => ({ name: `c${i}`, image: '', imageID: '', ready: true, restartCount: 0, state })),
+      initContainerStatuses: init.map((state, i) => ({ name: `i${i}`, image: '', imageID: '', ready: true, restartCount: 0, state })),
+    },
+  });
+  it.each<[string, V1Pod, number | undefined]>([
+    [
+      'the last start, plus the second it is rounded down to',
+      pod([{ running: { startedAt: '2026-01-02T03:04:05Z' } }, { running: { startedAt: '2026-01-02T03:04:09Z' } }]),
+      at('2026-01-02T03:04:10Z'),
+    ],
+    [
+      'a container that ran and ended counts by its start',
+      pod([{ terminated: { exitCode: 0, startedAt: '2026-01-02T03:04:05Z' } }]),
+      at('2026-01-02T03:04:06Z'),
+    ],
+    ['one still waiting: not all started', pod([{ running: { startedAt: '2026-01-02T03:04:05Z' } }, { waiting: { reason: 'ContainerCreating' } }]), undefined],
+    ['a sidecar init container counts too', pod([{ running: { startedAt: '2026-01-02T03:04:05Z' } }], [{ waiting: {} }]), undefined],
+    ['no status yet', { spec: { containers: [{ name: 'c0' }] } }, undefined],
+  ])('%s', (_n, p, want) => {
+    expect(containersStartedBy(p)).toBe(want);
   });
 });
 

@@ -160,7 +160,8 @@ export class HandoverController implements Part {
     const s = this.world.snapshot();
     const { holder, handover } = this.reporting.leaseSeen(lease, s);
     if (handover) {
-      this.early.learn(handover, handover.oldPod === undefined ? undefined : this.world.pod(handover.oldPod), s);
+      const pod = (uid: string | undefined) => (uid === undefined ? undefined : this.world.pod(uid));
+      this.early.learn(handover, pod(handover.oldPod), pod(handover.newPod), s);
       this.reporting.report(handover, s);
     }
     if (handover || holder !== old?.spec?.holderIdentity) this.d.onAdmissionScopeChanged?.();

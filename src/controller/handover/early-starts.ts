@@ -8,7 +8,7 @@ import type { Clock } from '../../clock.js';
 import { hasHandoverGate } from '../../handover/gate.js';
 import type { HandoverRecord } from '../../handover/measure.js';
 import type { ObservedPod } from '../../handover/observed-pod.js';
-import { earlyLiftAt, type LetGo, lessonOf, OverlapModel, witnessLiftAt } from '../../handover/overlap.js';
+import { containersStartedBy, earlyLiftAt, type LetGo, lessonOf, OverlapModel, witnessLiftAt } from '../../handover/overlap.js';
 import { type EarlyLift, OVERLAP_STATE_PREFIX } from '../../handover/pending.js';
 import { type HandoverSnapshot, workloadRef } from '../../handover/snapshot.js';
 import type { Metrics } from '../../metrics.js';
@@ -73,11 +73,12 @@ export class EarlyStarts {
   }
 
   /** What a handover teaches: how long the old leader took to be released, the new pod to try. */
-  learn(h: HandoverRecord, old: ObservedPod | undefined, s: HandoverSnapshot): void {
+  learn(h: HandoverRecord, old: ObservedPod | undefined, next: ObservedPod | undefined, s: HandoverSnapshot): void {
     const dep = old && s.workloadOf(old.pod);
     if (!dep || h.oldPod === undefined) return;
     const workload = workloadRef(dep);
-    const lesson = lessonOf(h, h.newPod === undefined ? undefined : this.letGo.get(h.newPod));
+    const startedBy = next && (containersStartedBy(next.pod) ?? h.acquiredAt);
+    const lesson = lessonOf(h, h.newPod === undefined ? undefined : this.letGo.get(h.newPod), startedBy);
     if (lesson.death !== undefined) this.overlap.death(workload, old.pod.spec?.nodeName ?? '', h.oldPod, lesson.death);
     if (lesson.start !== undefined && h.newPod !== undefined) this.overlap.start(workload, h.newPod, lesson.start);
     if (lesson.lost) {
