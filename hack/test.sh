@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# make test: what CI runs. The local cluster starts (about a minute) while the code is type-checked and linted and
-# the tests that need no cluster run (about as long together), then the cluster projects run against it. A cluster
+# make test: what CI runs. The local cluster starts (30–40 s on a warm machine) while the code is type-checked and
+# linted and the tests that need no cluster run (about as long together), then the cluster projects run against it. A cluster
 # that was already running is used and left running, as the cluster tests' global setup does; one started here is
 # stopped at the end.
 set -uo pipefail
@@ -26,7 +26,7 @@ checks=0
 npx tsc --noEmit -p . || checks=1
 npx eslint . || checks=1
 npx prettier --check --log-level=warn '**/*.{ts,js,mjs}' || checks=1
-# The tests that need no cluster too, while it is still starting (it takes longer than the checks).
+# The tests that need no cluster too, while it is still starting.
 pure=0
 if [ "$checks" = 0 ]; then
   npx vitest run --project unit --project tools --reporter=default --reporter=json --outputFile.json=.local/test-results-pure.json || pure=1
