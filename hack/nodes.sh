@@ -391,11 +391,15 @@ node_prepare() { # node_prepare <node> <bin dir>: certificates, configs, namespa
   done
 }
 
-node_up() { # node_up <node> <bin dir> <images>: the runtime and images (if not there yet), the record, kubelet, kube-proxy
+node_up() { # node_up <node> <bin dir> <images>: everything of the node that is not running (a fault's `start`)
+  node_prepare "$1" "$2"
+  runtime_up "$1" "$2"
+  import_images "$1" "$2" "$3"
+  node_agents "$1" "$2"
+}
+
+node_agents() { # node_agents <node> <bin dir>: the record, kubelet and kube-proxy, over a runtime that is up
   local n="$1" bin="$2" d="$nodes_dir/$1" ip="$node_net.0.$((10 + $(node_index "$1")))"
-  node_prepare "$n" "$bin"
-  runtime_up "$n" "$bin"
-  import_images "$n" "$bin" "$3"
   # The node's own record of its containers, for tests and benchmarks (hack/node-record.ts): a host process.
   if ! alive "$n" record; then
     local runtime_args=(--ctr "$bin/ctr")
@@ -504,7 +508,7 @@ up() {
   images="$(image_list "$bin")"
   runtimes "$bin" "$images"
   [[ -f "$pki/kube-proxy.crt" ]] || sign "$pki/kube-proxy" "/CN=system:kube-proxy" ""
-  for n in $(node_names); do node_up "$n" "$bin" "$images"; done
+  for n in $(node_names); do node_agents "$n" "$bin"; done
   wait_nodes_ready "$bin"
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # make test: what CI runs. The local cluster starts (30–40 s on a warm machine) while the code is type-checked and
-# linted and the tests that need no cluster run (about as long together), then the cluster projects run against it. A cluster
-# that was already running is used and left running, as the cluster tests' global setup does; one started here is
-# stopped at the end.
+# linted and the tests that need no cluster run (about as long together), then the cluster projects run against
+# it. A cluster that was already running is used and left running, as the cluster tests' global setup does; one
+# started here is stopped at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .local

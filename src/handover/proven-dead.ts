@@ -23,7 +23,7 @@ type ContainerActivity =
   | { kind: 'waiting'; container: string; why: string }
   | { kind: 'unknown'; container: string };
 
-export interface LeaseCapableContainer {
+interface LeaseCapableContainer {
   name: string;
   status: V1ContainerStatus | undefined;
 }
